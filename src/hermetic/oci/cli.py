@@ -1,0 +1,177 @@
+"""Argument parsing for the image commands; the work happens in layout, registry and unpack.
+
+This is the edge: it reads os.environ (for registry credentials) once and
+passes plain values below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import VerifyError
+from ..settings import Settings
+from .layer import check_compression
+from .layout import Layout, merge_layouts, spec_from_record, write_image
+from .registry import DEFAULT_CHUNK, Progress, make_client, parse_reference, pull_layout, push_layout
+from .unpack import unpack_layout, verify_tree
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in "KMG" else ""
+    try:
+        value = int(t[: len(t) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (use bytes or 512K, 16M, 1G)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be positive")
+    return value
+
+
+def _say(settings: Settings, text: str) -> None:
+    if not settings.quiet:
+        print(text, file=sys.stderr)
+
+
+def record_path(settings: Settings, variant: str) -> Path:
+    return settings.work_dir / "llvm" / variant / "record.json"
+
+
+def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
+    variant = args.variant or settings.variant
+    check_compression(args.compression)
+    rec = Path(args.record) if args.record else record_path(settings, variant)
+    spec = spec_from_record(rec, arch=args.arch)
+    if args.record is None and spec.variant != variant:
+        raise VerifyError(f"{rec} is a record of variant {spec.variant!r}, not {variant!r}", "", "rebuild the variant")
+    output = Path(args.output) if args.output else settings.work_dir / "images" / spec.name
+    _say(settings, f"image {spec.name}: layer of {spec.install_root}{spec.prefix}")
+    result = write_image(spec, output, args.compression)
+    print(f"{result.name} {result.manifest.digest} {result.layout}")
+    _say(
+        settings,
+        f"  layer {result.layer.size / 1e6:.1f} MB compressed ({result.layer.tar_size / 1e6:.1f} MB tar, "
+        f"{result.layer.entries} entries) in {result.seconds:.1f} s",
+    )
+    return 0
+
+
+def cmd_image_index(args: argparse.Namespace, settings: Settings) -> int:
+    root = merge_layouts([Path(p) for p in args.layouts], Path(args.output))
+    print(f"{root.ref_name} {root.digest} {Path(args.output).resolve()}")
+    return 0
+
+
+def _client(args: argparse.Namespace, settings: Settings, ref: Any) -> Any:
+    return make_client(ref, insecure=args.insecure, environ=os.environ, progress=Progress(enabled=not settings.quiet))
+
+
+def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
+    ref = parse_reference(args.ref)
+    layout = Layout(Path(args.layout))
+    client = _client(args, settings, ref)
+    try:
+        result = push_layout(client, layout, ref, chunk_size=args.chunk_size, mount_from=args.mount_from)
+    finally:
+        client.close()
+    s = result.stats
+    _say(
+        settings,
+        f"pushed {len(s.uploaded)} blobs, {len(s.skipped)} already present, {len(s.mounted)} mounted, "
+        f"{s.bytes_sent / 1e6:.1f} MB in {s.seconds:.1f} s ({s.retries} retries)",
+    )
+    print(f"{ref} {result.digest}")
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
+    ref = parse_reference(args.ref)
+    client = _client(args, settings, ref)
+    try:
+        if args.layout:
+            desc = pull_layout(client, ref, Path(args.layout), arch=args.arch)
+            print(f"{ref} {desc.digest} {Path(args.layout).resolve()}")
+            return 0
+        dest = Path(args.unpack).absolute()
+        staging = dest.with_name(f".{dest.name}.layout")
+        pull_layout(client, ref, staging, arch=args.arch)
+        try:
+            desc = unpack_layout(Layout(staging), dest, progress=lambda m: _say(settings, m))
+        finally:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+        print(f"{ref} {desc.digest} {dest}")
+        return 0
+    finally:
+        client.close()
+
+
+def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
+    diffs = verify_tree(Path(args.dir), Path(args.record))
+    if diffs:
+        shown = "\n    ".join(diffs[:20]) + (f"\n    … {len(diffs) - 20} more" if len(diffs) > 20 else "")
+        raise VerifyError(
+            f"{args.dir} differs from {args.record} in {len(diffs)} entries",
+            shown,
+            "unpack the image again (`hermetic pull REF --unpack DIR`) into a new directory",
+        )
+    _say(settings, f"{args.dir} matches {args.record}")
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    image = subparsers.add_parser("image", parents=[common], help="write OCI image layouts")
+    image_sub = image.add_subparsers(dest="image_command", metavar="{llvm,index}")
+    image_sub.required = True
+
+    llvm = image_sub.add_parser("llvm", parents=[common], help="an OCI image layout of a built LLVM variant")
+    llvm.add_argument("--variant", help="variant to package (default: the configured variant)")
+    llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
+    llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
+    llvm.add_argument(
+        "--compression", default="gzip", choices=("gzip", "zstd"), help="layer compression (zstd: not yet)"
+    )
+    llvm.add_argument("--arch", help="OCI architecture to record (default: the build's)")
+    llvm.set_defaults(func=cmd_image_llvm)
+
+    index = image_sub.add_parser("index", parents=[common], help="merge per-architecture layouts into one index")
+    index.add_argument("layouts", nargs="+", metavar="LAYOUT")
+    index.add_argument("--output", required=True, help="layout directory to write")
+    index.set_defaults(func=cmd_image_index)
+
+    push = subparsers.add_parser("push", parents=[common], help="push an image layout to a registry")
+    push.add_argument("layout", metavar="LAYOUT")
+    push.add_argument("ref", metavar="REF", help="REGISTRY/REPOSITORY[:TAG]")
+    push.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    push.add_argument(
+        "--chunk-size", type=parse_size, default=DEFAULT_CHUNK, help="blobs above this go up in chunks (default 16M)"
+    )
+    push.add_argument(
+        "--mount-from",
+        action="append",
+        default=[],
+        metavar="REPO",
+        help="mount blobs from this repository of the same registry",
+    )
+    push.set_defaults(func=cmd_push)
+
+    pull = subparsers.add_parser("pull", parents=[common], help="pull an image into a layout or unpack it")
+    pull.add_argument("ref", metavar="REF")
+    where = pull.add_mutually_exclusive_group(required=True)
+    where.add_argument("--layout", metavar="DIR", help="write an OCI image layout")
+    where.add_argument("--unpack", metavar="DIR", help="unpack the image's filesystem into DIR (new or empty)")
+    pull.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    pull.add_argument("--arch", help="architecture to pull from a multi-platform image (default: this machine's)")
+    pull.set_defaults(func=cmd_pull)
+
+    vt = subparsers.add_parser("verify-tree", parents=[common], help="compare an unpacked tree with its build record")
+    vt.add_argument("dir", metavar="DIR")
+    vt.add_argument("--record", required=True, help="the record.json of the build")
+    vt.set_defaults(func=cmd_verify_tree)

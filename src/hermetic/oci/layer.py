@@ -1,0 +1,176 @@
+"""Deterministic tar layers.
+
+The layer is a pure function of the install tree as `record.scan_tree` sees it
+(paths, types, modes, link targets, contents) plus SOURCE_DATE_EPOCH: entries
+are sorted, every mtime is set to the epoch (the tree digest ignores
+timestamps, so the layer must too), owners are 0/0 with empty names, modes are
+masked to 0755, and hard links stay links. PAX format is used because it is
+what OCI tooling writes and `tarfile` only adds an extended header when a field
+does not fit (long paths), which depends on the path alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import stat
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import UsageError, VerifyError
+
+GZIP_LEVEL = 6
+COMPRESSIONS = ("gzip",)
+MEDIA_TYPE_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+MEDIA_TYPE_TAR = "application/vnd.oci.image.layer.v1.tar"
+
+
+class HashingWriter(io.RawIOBase):
+    """A write-only stream that hashes and counts what passes through to `sink` (if any)."""
+
+    def __init__(self, sink: BinaryIO | None = None) -> None:
+        super().__init__()
+        self.sink = sink
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        data = bytes(b)
+        self.sha.update(data)
+        self.size += len(data)
+        if self.sink is not None:
+            self.sink.write(data)
+        return len(data)
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self.sha.hexdigest()
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    digest: str  # of the compressed blob
+    size: int
+    diff_id: str  # of the uncompressed tar
+    tar_size: int
+    media_type: str
+    entries: int
+
+
+def normalized_mode(kind: str, mode: int) -> int:
+    if kind == "symlink":
+        return 0o777
+    return stat.S_IMODE(mode) & 0o755
+
+
+def check_compression(name: str) -> str:
+    if name in COMPRESSIONS:
+        return name
+    if name == "zstd":
+        raise UsageError(
+            "zstd layers are not available",
+            "Python's standard library has no zstd before 3.14, and the byte-stability of zstd output "
+            "across library versions is not proven yet",
+            "use --compression gzip (the default)",
+        )
+    raise UsageError(f"unknown compression {name!r}", "", f"use one of: {', '.join(COMPRESSIONS)}")
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Every path below root in sorted tar order (a directory before its contents)."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        raise VerifyError(f"cannot read {root}", str(exc), "check the install tree") from exc
+    for name in names:
+        p = root / name
+        yield p
+        if p.is_dir() and not p.is_symlink():
+            yield from _walk(p)
+
+
+def write_tar(out: BinaryIO, install_root: Path, prefix: str, epoch: int) -> int:
+    """Write install_root/prefix as a tar whose member names are `prefix/...`; returns the entry count.
+
+    `prefix` is relative, e.g. "usr/lib64/llvm-support-19.1.7"; its parent
+    directories are written as entries too so that any unpacker recreates them.
+    """
+    prefix = prefix.strip("/")
+    top = install_root / prefix
+    if not top.is_dir() or top.is_symlink():
+        raise VerifyError(
+            f"no install tree at {top}",
+            f"the layer holds /{prefix}, which must be a directory under {install_root}",
+            "build the variant first (`hermetic build llvm`), or pass the right record",
+        )
+    count = 0
+    seen_inodes: dict[tuple[int, int], str] = {}
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
+        parts = prefix.split("/")
+        for i in range(1, len(parts) + 1):
+            name = "/".join(parts[:i])
+            st = (install_root / name).lstat()
+            info = _info(name, tarfile.DIRTYPE, normalized_mode("dir", st.st_mode) if i == len(parts) else 0o755, epoch)
+            tar.addfile(info)
+            count += 1
+        for path in _walk(top):
+            name = path.relative_to(install_root).as_posix()
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                info = _info(name, tarfile.SYMTYPE, 0o777, epoch)
+                info.linkname = os.readlink(path)
+                tar.addfile(info)
+            elif stat.S_ISDIR(st.st_mode):
+                tar.addfile(_info(name, tarfile.DIRTYPE, normalized_mode("dir", st.st_mode), epoch))
+            elif stat.S_ISREG(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                mode = normalized_mode("file", st.st_mode)
+                if st.st_nlink > 1 and key in seen_inodes:
+                    info = _info(name, tarfile.LNKTYPE, mode, epoch)
+                    info.linkname = seen_inodes[key]
+                    tar.addfile(info)
+                else:
+                    if st.st_nlink > 1:
+                        seen_inodes[key] = name
+                    info = _info(name, tarfile.REGTYPE, mode, epoch)
+                    info.size = st.st_size
+                    with open(path, "rb") as f:
+                        tar.addfile(info, f)
+            else:
+                raise VerifyError(
+                    f"cannot put {path} in a layer",
+                    "install trees hold only files, directories, symlinks and hard links",
+                    "remove the special file from the install tree",
+                )
+            count += 1
+    return count
+
+
+def _info(name: str, kind: bytes, mode: int, epoch: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.mtime = int(epoch)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def write_layer(dest: BinaryIO, install_root: Path, prefix: str, epoch: int, compression: str = "gzip") -> LayerInfo:
+    """Write the compressed layer to `dest`, hashing both the blob and the tar (the diff_id)."""
+    check_compression(compression)
+    blob = HashingWriter(dest)
+    # filename="" and mtime=0 keep the gzip header free of the path and the clock;
+    # the OS byte is always 255 in CPython.
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=blob, mtime=0) as gz:
+        tar_hash = HashingWriter(gz)  # type: ignore[arg-type]
+        entries = write_tar(tar_hash, install_root, prefix, epoch)  # type: ignore[arg-type]
+    return LayerInfo(blob.digest, blob.size, tar_hash.digest, tar_hash.size, MEDIA_TYPE_GZIP, entries)

@@ -1,0 +1,519 @@
+"""OCI image layouts: write one from a build record, read and verify one, merge several into an index.
+
+All JSON is serialised canonically (sorted keys, no whitespace) and nothing
+that changes between runs of the same build (paths, timings, host names,
+the clock) reaches a blob, so the same install tree gives the same manifest
+digest in any directory, on any machine.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError, VerifyError
+from ..record import load_record
+from .layer import LayerInfo, write_layer
+
+OCI_LAYOUT_VERSION = "1.0.0"
+MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MT_INDEX = "application/vnd.oci.image.index.v1+json"
+MT_CONFIG = "application/vnd.oci.image.config.v1+json"
+MT_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MT_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = (MT_MANIFEST, MT_DOCKER_MANIFEST)
+INDEX_TYPES = (MT_INDEX, MT_DOCKER_LIST)
+REF_NAME = "org.opencontainers.image.ref.name"
+LABEL_PREFIX = "io.hermetic."
+LLVM_SOURCE_URL = "https://github.com/llvm/llvm-project"
+LLVM_LICENSE = "Apache-2.0 WITH LLVM-exception"
+
+_ARCH = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+}
+
+
+def canonical_json(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def host_arch() -> str:
+    machine = platform.machine().lower()
+    return _ARCH.get(machine, machine)
+
+
+def rfc3339(epoch: int) -> str:
+    return _dt.datetime.fromtimestamp(int(epoch), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def split_digest(digest: str) -> tuple[str, str]:
+    algo, _, hexpart = digest.partition(":")
+    if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        raise VerifyError(f"unsupported or malformed digest {digest!r}", "hermetic handles sha256 digests only", "")
+    return algo, hexpart
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    media_type: str
+    digest: str
+    size: int
+    platform: Mapping[str, str] | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if self.platform:
+            out["platform"] = dict(self.platform)
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Descriptor:
+        try:
+            desc = cls(
+                media_type=str(data["mediaType"]),
+                digest=str(data["digest"]),
+                size=int(data["size"]),
+                platform=dict(data["platform"]) if data.get("platform") else None,
+                annotations=dict(data.get("annotations") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise VerifyError(f"malformed descriptor in {where}", f"{type(exc).__name__}: {exc}", "") from exc
+        split_digest(desc.digest)
+        if desc.size < 0:
+            raise VerifyError(f"malformed descriptor in {where}", f"negative size {desc.size}", "")
+        return desc
+
+    @property
+    def ref_name(self) -> str:
+        return self.annotations.get(REF_NAME, "")
+
+
+class Layout:
+    """An OCI image layout directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def blob_path(self, digest: str) -> Path:
+        _, hexpart = split_digest(digest)
+        return self.path / "blobs" / "sha256" / hexpart
+
+    # -- writing -------------------------------------------------------------
+    def init(self) -> None:
+        (self.path / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        (self.path / "oci-layout").write_text(json.dumps({"imageLayoutVersion": OCI_LAYOUT_VERSION}) + "\n")
+
+    def put_bytes(self, data: bytes) -> str:
+        digest = sha256_digest(data)
+        dest = self.blob_path(digest)
+        if not dest.exists():
+            tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+        return digest
+
+    def write_index(self, manifests: Sequence[Descriptor]) -> None:
+        index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [d.as_json() for d in manifests]}
+        tmp = self.path / ".index.json.tmp"
+        tmp.write_bytes(json.dumps(index, indent=2, sort_keys=True).encode() + b"\n")
+        os.replace(tmp, self.path / "index.json")
+
+    # -- reading -------------------------------------------------------------
+    def check(self) -> None:
+        marker = self.path / "oci-layout"
+        try:
+            version = json.loads(marker.read_text()).get("imageLayoutVersion")
+        except FileNotFoundError as exc:
+            raise UsageError(
+                f"{self.path} is not an OCI image layout",
+                "it has no oci-layout file",
+                "pass a directory written by `hermetic image` or `skopeo copy ... oci:DIR`",
+            ) from exc
+        except (OSError, ValueError, AttributeError) as exc:
+            raise VerifyError(f"{marker} is unreadable", str(exc), "rewrite the layout") from exc
+        if version != OCI_LAYOUT_VERSION:
+            raise VerifyError(f"unsupported image layout version {version!r} in {marker}", "", "")
+
+    def index(self) -> list[Descriptor]:
+        self.check()
+        data = self._json(self.path / "index.json")
+        manifests = data.get("manifests")
+        if not isinstance(manifests, list):
+            raise VerifyError(f"{self.path}/index.json has no manifests list", "", "rewrite the layout")
+        return [Descriptor.from_json(m, f"{self.path}/index.json") for m in manifests]
+
+    def read_blob(self, desc: Descriptor) -> bytes:
+        """A small blob (manifest, config, index), verified against its descriptor."""
+        path = self.blob_path(desc.digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise VerifyError(
+                f"blob {desc.digest} is missing from {self.path}", str(path), "rewrite or re-pull the layout"
+            ) from exc
+        if len(data) != desc.size or sha256_digest(data) != desc.digest:
+            raise VerifyError(
+                f"blob {desc.digest} in {self.path} does not match its digest",
+                f"it has {len(data)} bytes and digest {sha256_digest(data)}; expected {desc.size} bytes",
+                "the layout was modified or damaged: rewrite it with `hermetic image` or pull it again",
+            )
+        return data
+
+    def read_json(self, desc: Descriptor) -> dict[str, Any]:
+        try:
+            data = json.loads(self.read_blob(desc))
+        except ValueError as exc:
+            raise VerifyError(f"blob {desc.digest} is not JSON", str(exc), "") from exc
+        if not isinstance(data, dict):
+            raise VerifyError(f"blob {desc.digest} is not a JSON object", "", "")
+        return data
+
+    def verify_blob_file(self, desc: Descriptor) -> Path:
+        """Hash a (possibly large) blob file; raise unless it matches its descriptor."""
+        path = self.blob_path(desc.digest)
+        h = hashlib.sha256()
+        size = 0
+        try:
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+                    size += len(block)
+        except FileNotFoundError as exc:
+            raise VerifyError(
+                f"blob {desc.digest} is missing from {self.path}", str(path), "rewrite or re-pull the layout"
+            ) from exc
+        if size != desc.size or "sha256:" + h.hexdigest() != desc.digest:
+            raise VerifyError(
+                f"blob {desc.digest} in {self.path} does not match its digest",
+                f"it has {size} bytes and digest sha256:{h.hexdigest()}; expected {desc.size} bytes",
+                "the layout was modified or damaged: rewrite it with `hermetic image` or pull it again",
+            )
+        return path
+
+    @staticmethod
+    def _json(path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError as exc:
+            raise VerifyError(f"{path} is missing", "", "rewrite the layout") from exc
+        except (OSError, ValueError) as exc:
+            raise VerifyError(f"{path} is not valid JSON", str(exc), "rewrite the layout") from exc
+        if not isinstance(data, dict):
+            raise VerifyError(f"{path} is not a JSON object", "", "rewrite the layout")
+        return data
+
+    def children(self, desc: Descriptor) -> list[Descriptor]:
+        """Blobs a manifest or index refers to (config and layers, or manifests)."""
+        doc = self.read_json(desc)
+        if desc.media_type in INDEX_TYPES:
+            return [Descriptor.from_json(m, desc.digest) for m in doc.get("manifests", [])]
+        if desc.media_type in MANIFEST_TYPES:
+            if "config" not in doc:
+                raise VerifyError(f"manifest {desc.digest} has no config", "", "")
+            return [Descriptor.from_json(doc["config"], desc.digest)] + [
+                Descriptor.from_json(layer, desc.digest) for layer in doc.get("layers", [])
+            ]
+        raise VerifyError(f"unsupported media type {desc.media_type!r} for {desc.digest}", "", "")
+
+    def verify(self, desc: Descriptor | None = None) -> None:
+        """Check every blob reachable from the index (or from `desc`) against its digest."""
+        roots = [desc] if desc else self.index()
+        for d in roots:
+            self.verify_blob_file(d)
+            if d.media_type in INDEX_TYPES or d.media_type in MANIFEST_TYPES:
+                for child in self.children(d):
+                    self.verify(child)
+
+
+def select_manifest(layout: Layout, root: Descriptor, arch: str | None = None, os_name: str = "linux") -> Descriptor:
+    """The image manifest for one platform, looking through an index if needed."""
+    if root.media_type in MANIFEST_TYPES:
+        return root
+    if root.media_type not in INDEX_TYPES:
+        raise VerifyError(f"unsupported media type {root.media_type!r}", "", "")
+    want = arch or host_arch()
+    choices = layout.children(root)
+    for child in choices:
+        plat = child.platform or {}
+        if plat.get("architecture") == want and plat.get("os", "linux") == os_name:
+            return select_manifest(layout, child, arch, os_name)
+    have = ", ".join(
+        f"{(c.platform or {}).get('os', '?')}/{(c.platform or {}).get('architecture', '?')}" for c in choices
+    )
+    raise UsageError(
+        f"no {os_name}/{want} image in the index",
+        f"it has: {have or 'nothing'}",
+        "build the image on that architecture",
+    )
+
+
+def pick_root(layout: Layout, ref_name: str | None = None) -> Descriptor:
+    entries = layout.index()
+    if ref_name:
+        found = [d for d in entries if d.ref_name == ref_name]
+        if not found:
+            names = ", ".join(d.ref_name or d.digest for d in entries)
+            raise UsageError(f"no image named {ref_name!r} in {layout.path}", f"it has: {names}", "")
+        entries = found
+    if len(entries) == 1:
+        return entries[0]
+    if not entries:
+        raise VerifyError(f"{layout.path}/index.json lists no images", "", "rewrite the layout")
+    # several per-platform manifests: they form an implicit multi-platform image
+    raise UsageError(
+        f"{layout.path} holds {len(entries)} images",
+        ", ".join(d.ref_name or d.digest for d in entries),
+        "merge them with `hermetic image index`, or select one by name",
+    )
+
+
+# -- building an image from a record ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """Everything that goes into an LLVM image; parsed once from a build record."""
+
+    variant: str
+    version: str
+    prefix: str  # "/usr/lib64/llvm-<variant>-<version>"
+    install_root: Path
+    epoch: int
+    arch: str
+    os: str
+    recipe: Mapping[str, str]
+    sources: tuple[tuple[str, str], ...]  # (file, sha256)
+    tree_digest: str
+
+    @property
+    def title(self) -> str:
+        return f"llvm-{self.variant}-{self.version}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.title}-{self.os}-{self.arch}"
+
+    def labels(self) -> dict[str, str]:
+        labels = {
+            "org.opencontainers.image.title": self.title,
+            "org.opencontainers.image.version": self.version,
+            "org.opencontainers.image.source": LLVM_SOURCE_URL,
+            "org.opencontainers.image.revision": f"llvmorg-{self.version}",
+            "org.opencontainers.image.licenses": LLVM_LICENSE,
+            "org.opencontainers.image.created": rfc3339(self.epoch),
+            LABEL_PREFIX + "recipe": self.recipe.get("name", "llvm"),
+            LABEL_PREFIX + "recipe.version": self.recipe.get("version", self.version),
+            LABEL_PREFIX + "recipe.digest": self.recipe.get("digest", ""),
+            LABEL_PREFIX + "variant": self.variant,
+            LABEL_PREFIX + "prefix": self.prefix,
+            LABEL_PREFIX + "tree.digest": self.tree_digest,
+        }
+        for file, sha in self.sources:
+            labels[LABEL_PREFIX + "source." + file] = "sha256:" + sha.removeprefix("sha256:")
+        return labels
+
+
+def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
+    rec = load_record(record_path)
+    try:
+        recipe = {k: str(v) for k, v in dict(rec["recipe"]).items()}
+        variant = str(rec["variant"])
+        prefix = "/" + str(rec["prefix"]).strip("/")
+        epoch = int(rec["source_date_epoch"])
+        install_root = Path(str(rec["install_root"]))
+        tree = str(rec["tree"]["digest"])
+        sources = tuple(sorted((str(s["file"]), str(s["sha256"])) for s in rec.get("sources", [])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(
+            f"build record {record_path} lacks what an image needs",
+            f"{type(exc).__name__}: {exc}",
+            "rebuild the variant",
+        ) from exc
+    if not install_root.is_absolute():
+        install_root = (record_path.parent / install_root).resolve()
+    version = recipe.get("version") or prefix.rsplit("-", 1)[-1]
+    expected = f"/usr/lib64/llvm-{variant}-{version}"
+    if prefix != expected:
+        raise VerifyError(
+            f"unexpected prefix {prefix} in {record_path}", f"images hold {expected}", "rebuild the variant"
+        )
+    return ImageSpec(
+        variant=variant,
+        version=version,
+        prefix=prefix,
+        install_root=install_root,
+        epoch=epoch,
+        arch=arch or str(rec.get("arch") or host_arch()),
+        os="linux",
+        recipe=recipe,
+        sources=sources,
+        tree_digest=tree,
+    )
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    layout: Path
+    manifest: Descriptor
+    config_digest: str
+    layer: LayerInfo
+    name: str
+    seconds: float
+
+
+def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> ImageResult:
+    """Write the layout into a temp dir beside `output`, then move it into place."""
+    import time
+
+    start = time.monotonic()
+    output = output.resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        layout = Layout(tmpdir)
+        layout.init()
+        tmp_layer = tmpdir / "blobs" / "sha256" / ".layer.tmp"
+        with open(tmp_layer, "wb") as f:
+            layer = write_layer(f, spec.install_root, spec.prefix, spec.epoch, compression)
+        os.replace(tmp_layer, layout.blob_path(layer.digest))
+        labels = spec.labels()
+        created = rfc3339(spec.epoch)
+        config = {
+            "architecture": spec.arch,
+            "os": spec.os,
+            "created": created,
+            "config": {"Labels": labels},
+            "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
+            "history": [{"created": created, "created_by": f"hermetic image llvm --variant {spec.variant}"}],
+        }
+        config_bytes = canonical_json(config)
+        config_digest = layout.put_bytes(config_bytes)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": MT_MANIFEST,
+            "config": {"mediaType": MT_CONFIG, "digest": config_digest, "size": len(config_bytes)},
+            "layers": [{"mediaType": layer.media_type, "digest": layer.digest, "size": layer.size}],
+            "annotations": {k: v for k, v in labels.items() if k.startswith("org.opencontainers.image.")},
+        }
+        manifest_bytes = canonical_json(manifest)
+        desc = Descriptor(
+            MT_MANIFEST,
+            layout.put_bytes(manifest_bytes),
+            len(manifest_bytes),
+            platform={"architecture": spec.arch, "os": spec.os},
+            annotations={REF_NAME: spec.name},
+        )
+        layout.write_index([desc])
+        _replace_dir(tmpdir, output)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
+
+
+def _replace_dir(src: Path, dest: Path) -> None:
+    """Move a finished directory into place, replacing an older layout at dest."""
+    if dest.is_symlink() or dest.is_file():
+        raise UsageError(f"{dest} exists and is not a directory", "", "choose another --output")
+    if dest.exists():
+        if any(dest.iterdir()) and not (dest / "oci-layout").exists():
+            raise UsageError(
+                f"{dest} exists and is not an image layout",
+                "hermetic only replaces directories it wrote",
+                "choose an empty or new --output directory",
+            )
+        old = dest.with_name(f".{dest.name}.old{os.getpid()}")
+        os.replace(dest, old)
+        os.replace(src, dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dest)
+
+
+def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:
+    """One multi-platform index over the per-platform images of several layouts."""
+    per_platform: dict[tuple[str, str], tuple[Layout, Descriptor]] = {}
+    titles: set[str] = set()
+    for path in layouts:
+        layout = Layout(path)
+        for entry in layout.index():
+            layout.verify(entry)
+            items = [entry] if entry.media_type in MANIFEST_TYPES else layout.children(entry)
+            for item in items:
+                if item.media_type not in MANIFEST_TYPES:
+                    raise UsageError(f"{path} holds a nested index", "only per-platform images can be merged", "")
+                plat = item.platform or _platform_of(layout, item)
+                key = (plat.get("os", "linux"), plat.get("architecture", ""))
+                title = str(layout.read_json(item).get("annotations", {}).get("org.opencontainers.image.title", ""))
+                titles.add(title)
+                prev = per_platform.get(key)
+                if prev and prev[1].digest != item.digest:
+                    raise UsageError(
+                        f"two different {key[0]}/{key[1]} images",
+                        f"{prev[1].digest} in {prev[0].path} and {item.digest} in {path}",
+                        "pass one layout per platform",
+                    )
+                per_platform[key] = (
+                    layout,
+                    Descriptor(
+                        item.media_type, item.digest, item.size, platform={"architecture": key[1], "os": key[0]}
+                    ),
+                )
+    if not per_platform:
+        raise UsageError("no images to merge", "", "pass at least one layout written by `hermetic image llvm`")
+    if len(titles) > 1:
+        raise UsageError(
+            "the layouts hold different images", ", ".join(sorted(titles)), "merge layouts of one variant and version"
+        )
+    title = titles.pop() or "image"
+    output = output.resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        out = Layout(tmpdir)
+        out.init()
+        manifests = []
+        for key in sorted(per_platform):
+            src, desc = per_platform[key]
+            for blob in [desc, *src.children(desc)]:
+                dest = out.blob_path(blob.digest)
+                if not dest.exists():
+                    shutil.copyfile(src.blob_path(blob.digest), dest)
+            manifests.append(desc)
+        index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [d.as_json() for d in manifests]}
+        index_bytes = canonical_json(index)
+        root = Descriptor(MT_INDEX, out.put_bytes(index_bytes), len(index_bytes), annotations={REF_NAME: title})
+        out.write_index([root])
+        out.verify()
+        _replace_dir(tmpdir, output)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return root
+
+
+def _platform_of(layout: Layout, manifest: Descriptor) -> dict[str, str]:
+    doc = layout.read_json(manifest)
+    config = layout.read_json(Descriptor.from_json(doc["config"], manifest.digest))
+    return {"architecture": str(config.get("architecture", "")), "os": str(config.get("os", "linux"))}

@@ -1,0 +1,330 @@
+"""Safe unpacking of image layers, and checking an unpacked tree against its build record.
+
+A layer is hostile until proven otherwise: every member is checked before
+anything is created, entries never go through symlinks, links may not leave
+the root, and special files are refused. Everything lands in a temp directory
+beside DIR, which replaces DIR only when every layer is in and verified, so a
+failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import posixpath
+import shutil
+import stat
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import UsageError, VerifyError
+from ..record import TreeEntry, compare_trees, load_record, scan_tree
+from .layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_TAR
+from .layout import Descriptor, Layout, pick_root, select_manifest
+
+DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+
+
+class _HashingReader:
+    """Reads from `raw` while hashing; tarfile in stream mode only calls read()."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.sha = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.sha.update(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass
+
+
+def _hostile(member: str, why: str) -> VerifyError:
+    return VerifyError(
+        f"refusing layer entry {member!r}",
+        why,
+        "the image is malformed or hostile; nothing was written. Rebuild it with `hermetic image` or ask its publisher",
+    )
+
+
+def clean_name(name: str) -> str:
+    """The member name as a relative path inside the root, or a refusal."""
+    if name.startswith("/"):
+        raise _hostile(name, "absolute path")
+    while name.startswith("./"):
+        name = name[2:]
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts:
+        raise _hostile(name, "empty path")
+    if ".." in parts:
+        raise _hostile(name, "path contains '..'")
+    if "\x00" in name:
+        raise _hostile(name, "NUL in path")
+    return "/".join(parts)
+
+
+def _inside(rel: str) -> bool:
+    norm = posixpath.normpath(rel)
+    return norm != ".." and not norm.startswith("../") and not norm.startswith("/")
+
+
+class _Extractor:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dir_modes: dict[str, tuple[int, int]] = {}
+        self.links: list[str] = []
+
+    def _no_symlink_parents(self, rel: str, member: str) -> None:
+        cur = self.root
+        for part in rel.split("/")[:-1]:
+            cur = cur / part
+            try:
+                st = cur.lstat()
+            except FileNotFoundError:
+                return
+            if stat.S_ISLNK(st.st_mode):
+                raise _hostile(member, f"it would be written through the symlink {cur.relative_to(self.root)}")
+            if not stat.S_ISDIR(st.st_mode):
+                raise _hostile(member, f"its parent {cur.relative_to(self.root)} is not a directory")
+
+    def _make_parents(self, rel: str) -> None:
+        parent = posixpath.dirname(rel)
+        if parent:
+            (self.root / parent).mkdir(parents=True, exist_ok=True)
+
+    def _clear(self, path: Path) -> None:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+    def member(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        rel = clean_name(m.name)
+        self._no_symlink_parents(rel, m.name)
+        base = posixpath.basename(rel)
+        if base.startswith(WHITEOUT):
+            self._whiteout(rel, base, m.name)
+            return
+        if m.ischr() or m.isblk() or m.isfifo():
+            raise _hostile(m.name, "device nodes and fifos are not allowed in a layer")
+        if m.issym():
+            target = m.linkname
+            if not target or target.startswith("/"):
+                raise _hostile(m.name, f"symlink target {target!r} is absolute or empty")
+            if "\x00" in target or not _inside(posixpath.join(posixpath.dirname(rel), target)):
+                raise _hostile(m.name, f"symlink target {target!r} leaves the root")
+        elif m.islnk():
+            try:
+                target = clean_name(m.linkname)
+            except VerifyError as exc:
+                raise _hostile(m.name, f"hard link target {m.linkname!r}: {exc.why}") from None
+        elif not (m.isreg() or m.isdir()):
+            raise _hostile(m.name, f"unsupported entry type {m.type!r}")
+
+        path = self.root / rel
+        self._make_parents(rel)
+        mode = m.mode & 0o777
+        if m.isdir():
+            try:
+                if not path.is_dir() or path.is_symlink():
+                    self._clear(path)
+                    path.mkdir(mode=0o700)
+            except OSError as exc:
+                raise _hostile(m.name, str(exc)) from exc
+            self.dir_modes[rel] = (mode, int(m.mtime))
+            return
+        self._clear(path)
+        if m.issym():
+            os.symlink(m.linkname, path)
+            self.links.append(rel)
+        elif m.islnk():
+            self._no_symlink_parents(target, m.name)
+            src = self.root / target
+            try:
+                st = src.lstat()
+            except FileNotFoundError:
+                raise _hostile(m.name, f"hard link target {target!r} does not exist (yet)") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise _hostile(m.name, f"hard link target {target!r} is not a regular file")
+            os.link(src, path, follow_symlinks=False)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                src_f = tar.extractfile(m)
+                if src_f is not None:
+                    shutil.copyfileobj(src_f, out, 1 << 20)
+            os.chmod(path, mode)
+            os.utime(path, (m.mtime, m.mtime))
+
+    def _whiteout(self, rel: str, base: str, member: str) -> None:
+        parent = posixpath.dirname(rel)
+        if base == OPAQUE:
+            d = self.root / parent if parent else self.root
+            if d.is_dir() and not d.is_symlink():
+                for child in d.iterdir():
+                    self._clear(child)
+            return
+        victim = posixpath.join(parent, base[len(WHITEOUT) :])
+        clean_name(victim)
+        self._clear(self.root / victim)
+
+    def finish(self) -> None:
+        real_root = os.path.realpath(self.root)
+        for rel in self.links:
+            p = self.root / rel
+            if not p.is_symlink():
+                continue
+            resolved = os.path.realpath(p)
+            if resolved != real_root and not resolved.startswith(real_root + os.sep):
+                raise _hostile(rel, f"symlink resolves to {resolved}, outside the root")
+        for rel in sorted(self.dir_modes, key=lambda r: -r.count("/")):
+            mode, mtime = self.dir_modes[rel]
+            p = self.root / rel
+            if p.is_dir() and not p.is_symlink():
+                os.chmod(p, mode | 0o700 if os.geteuid() != 0 else mode)
+                os.utime(p, (mtime, mtime))
+
+
+def _open_layer(path: Path, media_type: str) -> IO[bytes]:
+    if media_type in (MEDIA_TYPE_GZIP, DOCKER_LAYER_GZIP):
+        return gzip.open(path, "rb")
+    if media_type == MEDIA_TYPE_TAR:
+        return open(path, "rb")
+    raise VerifyError(f"unsupported layer media type {media_type!r}", "hermetic unpacks tar and tar+gzip layers", "")
+
+
+def layer_diff_id(blob: Path, media_type: str) -> str:
+    """sha256 of the uncompressed layer."""
+    h = hashlib.sha256()
+    try:
+        with _open_layer(blob, media_type) as raw:
+            while block := raw.read(1 << 20):
+                h.update(block)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise VerifyError(f"layer {blob.name} cannot be decompressed", str(exc), "pull or rebuild the image") from exc
+    return "sha256:" + h.hexdigest()
+
+
+def extract_layer(root: Path, blob: Path, media_type: str, diff_id: str | None) -> None:
+    """Extract one layer into root, hashing the tar stream and checking it against diff_id."""
+    ext = _Extractor(root)
+    with _open_layer(blob, media_type) as raw:
+        reader = _HashingReader(raw)
+        try:
+            with tarfile.open(fileobj=reader, mode="r|", encoding="utf-8") as tar:  # type: ignore[call-overload]
+                for m in tar:
+                    ext.member(tar, m)
+            reader.drain()
+        except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise VerifyError(
+                f"layer {blob.name} is not a valid tar stream", str(exc), "pull or rebuild the image"
+            ) from exc
+    if diff_id is not None and "sha256:" + reader.sha.hexdigest() != diff_id:
+        raise VerifyError(
+            f"layer {blob.name} does not match its diff_id",
+            f"uncompressed digest sha256:{reader.sha.hexdigest()}, config says {diff_id}",
+            "the image is damaged or inconsistent; rebuild or pull it again",
+        )
+    ext.finish()
+
+
+def unpack_layout(
+    layout: Layout,
+    dest: Path,
+    ref_name: str | None = None,
+    arch: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Descriptor:
+    """Unpack the image's layers into dest atomically; returns the manifest used."""
+    root = pick_root(layout, ref_name)
+    manifest = select_manifest(layout, root, arch)
+    layout.verify_blob_file(manifest)
+    children = layout.children(manifest)
+    config = layout.read_json(children[0])
+    layers = children[1:]
+    diff_ids = _diff_ids(config, len(layers))
+    for layer in layers:
+        layout.verify_blob_file(layer)
+    dest = dest.absolute()
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise UsageError(f"{dest} exists and is not a directory", "", "choose another unpack directory")
+    if dest.is_dir() and any(dest.iterdir()):
+        raise UsageError(
+            f"{dest} is not empty", "unpacking replaces the directory as a whole", "pass a new or empty directory"
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.unpack-", dir=dest.parent))
+    try:
+        for layer, diff_id in zip(layers, diff_ids, strict=True):
+            if progress:
+                progress(f"unpacking {layer.digest[:19]}… ({layer.size / 1e6:.1f} MB)")
+            extract_layer(tmp, layout.blob_path(layer.digest), layer.media_type, diff_id)
+        os.chmod(tmp, 0o755)
+        if dest.is_dir():
+            dest.rmdir()
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _diff_ids(config: dict[str, Any], n: int) -> list[str]:
+    try:
+        ids = [str(d) for d in config["rootfs"]["diff_ids"]]
+    except (KeyError, TypeError) as exc:
+        raise VerifyError("image config has no rootfs.diff_ids", str(exc), "rebuild the image") from exc
+    if len(ids) != n:
+        raise VerifyError(
+            "image config and manifest disagree", f"{len(ids)} diff_ids for {n} layers", "rebuild the image"
+        )
+    return ids
+
+
+def _record_tree(record: dict[str, Any], where: Path) -> tuple[list[TreeEntry], str]:
+    try:
+        files = [TreeEntry.from_json(e) for e in record["tree"]["files"]]
+        prefix = str(record["prefix"]).strip("/")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyError(
+            f"build record {where} has no usable tree", f"{type(exc).__name__}: {exc}", "rebuild"
+        ) from exc
+    return files, prefix
+
+
+def tree_base(directory: Path, files: list[TreeEntry], prefix: str) -> Path:
+    """Where the record's paths start inside `directory` (an unpacked rootfs or the prefix itself)."""
+    rooted = any(e.path == prefix or e.path.startswith(prefix + "/") for e in files)
+    if rooted:
+        return directory
+    candidate = directory / prefix
+    return candidate if candidate.is_dir() else directory
+
+
+def verify_tree(directory: Path, record_path: Path) -> list[str]:
+    """Differences between an unpacked tree and its build record; empty when identical."""
+    if not directory.is_dir():
+        raise UsageError(f"{directory} is not a directory", "", "pass the directory you unpacked into")
+    record = load_record(record_path)
+    expected, prefix = _record_tree(record, record_path)
+    base = tree_base(directory, expected, prefix)
+    actual = scan_tree(base)
+    if any(e.path == prefix or e.path.startswith(prefix + "/") for e in expected):
+        # a rootfs record: ignore the parent directories the layer adds
+        parents = {"/".join(prefix.split("/")[:i]) for i in range(1, prefix.count("/") + 1)}
+        actual = [e for e in actual if e.path not in parents or any(x.path == e.path for x in expected)]
+    return compare_trees(expected, actual)

@@ -160,7 +160,7 @@ def test_unpack_equals_install_tree_and_verify_tree(tmp_path: Path) -> None:
     lib = dest / PREFIX / "lib"
     assert os.stat(lib / "libLLVMSupport.a").st_ino == os.stat(lib / "libLLVMSupport-copy.a").st_ino
     (lib / "libLLVMDemangle.so.19.1").write_bytes(b"changed")
-    assert verify_tree(dest, rec) == [f"differs (size, sha256): lib/libLLVMDemangle.so.19.1"]
+    assert verify_tree(dest, rec) == ["differs (size, sha256): lib/libLLVMDemangle.so.19.1"]
     with pytest.raises(UsageError):
         unpack_layout(Layout(result.layout), dest, arch="amd64")  # not empty
 

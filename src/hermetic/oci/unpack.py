@@ -201,7 +201,7 @@ class _Extractor:
 
 def _open_layer(path: Path, media_type: str) -> IO[bytes]:
     if media_type in (MEDIA_TYPE_GZIP, DOCKER_LAYER_GZIP):
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     if media_type == MEDIA_TYPE_TAR:
         return open(path, "rb")
     raise VerifyError(f"unsupported layer media type {media_type!r}", "hermetic unpacks tar and tar+gzip layers", "")

@@ -306,6 +306,12 @@ class RegistryClient:
                 self._conn = http.client.HTTPConnection(self.host, timeout=self.timeout)
         return self._conn
 
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -532,20 +538,51 @@ class RegistryClient:
                 )
                 self.stats.bytes_sent += len(data)
             else:
-                offset = 0
-                while chunk := f.read(chunk_size):
-                    hdrs = {**octet, "Content-Range": f"{offset}-{offset + len(chunk) - 1}"}
-                    resp = self.request("PATCH", location, body=chunk, headers=hdrs, ok=(202,), retry=False)
-                    assert isinstance(resp, _Response)
-                    location = resp.header("Location") or location
-                    offset += len(chunk)
-                    self.stats.bytes_sent += len(chunk)
-                    self.progress.update(offset)
+                location = self._upload_chunks(f, location, desc.size, chunk_size)
                 self.request(
                     "PUT", self._with_digest(location, desc.digest), body=b"", headers=octet, ok=(201,), retry=False
                 )
         self.progress.update(desc.size)
         self.progress.finish()
+
+    def _upload_chunks(self, f: IO[bytes], location: str, size: int, chunk_size: int) -> str:
+        """PATCH the file in chunks; after a failure, ask the registry how far it got and resume there."""
+        offset = 0
+        failures = 0
+        while offset < size:
+            f.seek(offset)
+            chunk = f.read(chunk_size)
+            hdrs = {"Content-Type": "application/octet-stream", "Content-Range": f"{offset}-{offset + len(chunk) - 1}"}
+            try:
+                resp = self.request("PATCH", location, body=chunk, headers=hdrs, ok=(202, 416), retry=False)
+                assert isinstance(resp, _Response)
+                if resp.status == 416:
+                    raise TransientRegistryError("the registry lost track of the upload", "416 on PATCH", "")
+            except TransientRegistryError:
+                failures += 1
+                if failures > self.retries:
+                    raise
+                self._sleep(failures - 1)
+                location, offset = self._upload_status(location)
+                continue
+            location = resp.header("Location") or location
+            offset += len(chunk)
+            self.stats.bytes_sent += len(chunk)
+            self.progress.update(offset)
+        return location
+
+    def _upload_status(self, location: str) -> tuple[str, int]:
+        """Where an interrupted upload stands: its (new) location and the next offset to send."""
+        resp = self.request("GET", location, ok=(204,))
+        assert isinstance(resp, _Response)
+        _, _, end = resp.header("Range").partition("-")
+        try:
+            last = int(end)
+        except ValueError:
+            raise TransientRegistryError("the registry sent no upload range", resp.header("Range"), "") from None
+        # "0-0" means nothing or one byte; a PATCH from 0 then gets 416 and the blob starts over
+        offset = last + 1 if last > 0 else 0
+        return resp.header("Location") or location, offset
 
     def fetch_blob(self, repo: str, desc: Descriptor, dest: Path) -> None:
         """Download a blob to dest, verifying size and digest; retried from the start on failure."""

@@ -1,0 +1,407 @@
+#include "core.h"
+
+#include <mutex>
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Analysis/CGSCCPassManager.h"
+#include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/IR/CallingConv.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Metadata.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/PassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/IRReader/IRReader.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/Transforms/IPO/Internalize.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+#ifdef TILEC_WITH_X86
+void LLVMInitializeX86TargetInfo();
+void LLVMInitializeX86Target();
+void LLVMInitializeX86TargetMC();
+void LLVMInitializeX86AsmPrinter();
+#endif
+}
+
+namespace tilec {
+namespace {
+
+void init_targets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+#ifdef TILEC_WITH_X86
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+#endif
+  });
+}
+
+// LLVM's default handler exits the process on errors; collect them instead
+// and raise after the LLVM call returns (never throw through LLVM frames).
+struct CollectingHandler : llvm::DiagnosticHandler {
+  std::vector<std::string> *errors;
+  explicit CollectingHandler(std::vector<std::string> *errors)
+      : errors(errors) {}
+  bool handleDiagnostics(const llvm::DiagnosticInfo &DI) override {
+    if (DI.getSeverity() == llvm::DS_Error) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      llvm::DiagnosticPrinterRawOStream printer(os);
+      DI.print(printer);
+      errors->push_back(os.str());
+    }
+    return true;  // handled: warnings and remarks are dropped, not printed
+  }
+};
+
+const llvm::Target &lookup_target(const std::string &triple) {
+  init_targets();
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    throw CoreError("target", "no LLVM target for triple '" + triple +
+                                  "': " + err);
+  return *target;
+}
+
+llvm::CodeGenOptLevel codegen_level(int level) {
+  switch (level) {
+  case 0: return llvm::CodeGenOptLevel::None;
+  case 1: return llvm::CodeGenOptLevel::Less;
+  case 2: return llvm::CodeGenOptLevel::Default;
+  case 3: return llvm::CodeGenOptLevel::Aggressive;
+  }
+  throw CoreError("usage", "opt level must be 0..3, got " +
+                               std::to_string(level));
+}
+
+std::unique_ptr<llvm::TargetMachine>
+make_target_machine(const std::string &triple, const std::string &cpu,
+                    const std::string &features, int level) {
+  const llvm::Target &target = lookup_target(triple);
+  // Unknown processors only warn on stderr inside LLVM; refuse them here.
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target.createMCSubtargetInfo(triple, "", ""));
+  bool known = false;
+  for (const auto &kv : sti->getAllProcessorDescriptions())
+    if (cpu == kv.Key) known = true;
+  if (!known)
+    throw CoreError("target", "'" + cpu + "' is not a processor of " + triple);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
+      triple, cpu, features, options, std::nullopt, std::nullopt,
+      codegen_level(level)));
+  if (!tm)
+    throw CoreError("target", "could not create a target machine for " +
+                                  triple + " " + cpu);
+  return tm;
+}
+
+std::string join(const std::vector<std::string> &errors) {
+  std::string out;
+  for (const auto &e : errors) {
+    if (!out.empty()) out += "\n";
+    out += e;
+  }
+  return out;
+}
+
+bool is_kernel(const llvm::Function &F,
+               const llvm::SmallPtrSetImpl<const llvm::Function *> &annotated) {
+  return F.getCallingConv() == llvm::CallingConv::PTX_Kernel ||
+         annotated.count(&F) != 0;
+}
+
+}  // namespace
+
+std::string llvm_version() { return LLVM_VERSION_STRING; }
+
+std::vector<std::string> registered_targets() {
+  init_targets();
+  std::vector<std::string> out;
+  for (const auto &t : llvm::TargetRegistry::targets())
+    out.emplace_back(t.getName());
+  return out;
+}
+
+TargetInfo target_info(const std::string &triple) {
+  const llvm::Target &target = lookup_target(triple);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target.createMCSubtargetInfo(triple, "", ""));
+  TargetInfo info;
+  for (const auto &kv : sti->getAllProcessorDescriptions())
+    info.processors.emplace_back(kv.Key);
+  for (const auto &kv : sti->getAllProcessorFeatures())
+    info.features.emplace_back(kv.Key);
+  return info;
+}
+
+struct Module::Impl {
+  std::vector<std::string> errors;
+  std::unique_ptr<llvm::LLVMContext> ctx;
+  std::unique_ptr<llvm::Module> mod;
+
+  void reset_errors() { errors.clear(); }
+  void check(const char *kind, const std::string &what) {
+    if (!errors.empty()) {
+      std::string msg = what + ": " + join(errors);
+      errors.clear();
+      throw CoreError(kind, msg);
+    }
+  }
+};
+
+Module::Module(const std::string &data, const std::string &name)
+    : impl_(std::make_unique<Impl>()) {
+  auto &I = *impl_;
+  I.ctx = std::make_unique<llvm::LLVMContext>();
+  I.ctx->setDiagnosticHandler(std::make_unique<CollectingHandler>(&I.errors));
+  auto buffer = llvm::MemoryBuffer::getMemBuffer(data, name,
+                                                 /*RequiresNullTerminator=*/false);
+  llvm::SMDiagnostic diag;
+  I.mod = llvm::parseIR(buffer->getMemBufferRef(), diag, *I.ctx);
+  if (!I.mod) {
+    int line = diag.getLineNo();
+    int col = diag.getColumnNo();
+    std::string msg = diag.getMessage().str();
+    if (line > 0) {
+      msg = name + ":" + std::to_string(line) + ":" + std::to_string(col + 1) +
+            ": " + msg;
+      if (!diag.getLineContents().empty())
+        msg += "\n" + diag.getLineContents().str() + "\n" +
+               std::string(col > 0 ? col : 0, ' ') + "^";
+      throw CoreError("parse", msg, line, col + 1);
+    }
+    throw CoreError("parse", name + ": " + msg);
+  }
+  verify();
+}
+
+Module::~Module() = default;
+
+void Module::close() {
+  if (impl_) {
+    impl_->mod.reset();
+    impl_->ctx.reset();
+    impl_.reset();
+  }
+}
+
+bool Module::closed() const { return !impl_; }
+
+Module::Impl &Module::get() const {
+  if (!impl_) throw CoreError("closed", "module is closed");
+  return *impl_;
+}
+
+void Module::verify() const {
+  auto &I = get();
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  if (llvm::verifyModule(*I.mod, &os))
+    throw CoreError("verify", "invalid module '" +
+                                  I.mod->getModuleIdentifier() + "':\n" +
+                                  os.str());
+}
+
+std::string Module::to_text() const {
+  auto &I = get();
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  I.mod->print(os, nullptr);
+  return os.str();
+}
+
+std::string Module::to_bitcode() const {
+  auto &I = get();
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  llvm::WriteBitcodeToFile(*I.mod, os);
+  return os.str();
+}
+
+std::vector<FunctionInfo> Module::functions() const {
+  auto &I = get();
+  llvm::SmallPtrSet<const llvm::Function *, 8> annotated;
+  if (auto *md = I.mod->getNamedMetadata("nvvm.annotations")) {
+    for (auto *node : md->operands()) {
+      if (node->getNumOperands() < 3) continue;
+      auto *fn = llvm::mdconst::dyn_extract_or_null<llvm::Function>(
+          node->getOperand(0));
+      auto *key = llvm::dyn_cast_or_null<llvm::MDString>(node->getOperand(1));
+      auto *val = llvm::mdconst::dyn_extract_or_null<llvm::ConstantInt>(
+          node->getOperand(2));
+      if (fn && key && val && key->getString() == "kernel" && !val->isZero())
+        annotated.insert(fn);
+    }
+  }
+  std::vector<FunctionInfo> out;
+  for (const auto &F : *I.mod) {
+    FunctionInfo info;
+    info.name = F.getName().str();
+    info.is_kernel = is_kernel(F, annotated);
+    info.is_declaration = F.isDeclaration();
+    llvm::raw_string_ostream rs(info.return_type);
+    F.getReturnType()->print(rs);
+    rs.flush();
+    for (const auto &arg : F.args()) {
+      std::string t;
+      llvm::raw_string_ostream ts(t);
+      arg.getType()->print(ts);
+      info.param_types.push_back(ts.str());
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+void Module::set_target(const std::string &triple, const std::string &cpu,
+                        const std::string &features) {
+  auto &I = get();
+  auto tm = make_target_machine(triple, cpu, features, 2);
+  I.mod->setTargetTriple(triple);
+  I.mod->setDataLayout(tm->createDataLayout());
+}
+
+void Module::set_module_flag_i32(const std::string &key, int value) {
+  auto &I = get();
+  if (I.mod->getModuleFlag(key)) {
+    // Replace rather than add a second, conflicting flag.
+    auto *flags = I.mod->getModuleFlagsMetadata();
+    auto *i32 = llvm::Type::getInt32Ty(*I.ctx);
+    for (unsigned i = 0; i < flags->getNumOperands(); ++i) {
+      auto *op = flags->getOperand(i);
+      auto *k = llvm::dyn_cast_or_null<llvm::MDString>(op->getOperand(1));
+      if (k && k->getString() == key) {
+        llvm::Metadata *ops[] = {
+            op->getOperand(0), op->getOperand(1),
+            llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(i32, value))};
+        flags->setOperand(i, llvm::MDNode::get(*I.ctx, ops));
+      }
+    }
+    return;
+  }
+  I.mod->addModuleFlag(llvm::Module::Override, key, value);
+}
+
+std::vector<std::string>
+Module::link_bitcode_internalized(const std::string &path) {
+  auto &I = get();
+  llvm::SMDiagnostic diag;
+  std::unique_ptr<llvm::Module> lib = llvm::parseIRFile(path, diag, *I.ctx);
+  if (!lib)
+    throw CoreError("link", "cannot read '" + path +
+                                "': " + diag.getMessage().str());
+  // libdevice carries its own triple/layout; adopt ours so the linker does
+  // not warn about a mismatch.
+  lib->setTargetTriple(I.mod->getTargetTriple());
+  lib->setDataLayout(I.mod->getDataLayout());
+  std::vector<std::string> linked;
+  I.reset_errors();
+  bool failed = llvm::Linker::linkModules(
+      *I.mod, std::move(lib), llvm::Linker::LinkOnlyNeeded,
+      [&linked](llvm::Module &M, const llvm::StringSet<> &names) {
+        for (const auto &entry : names) linked.push_back(entry.getKey().str());
+        llvm::internalizeModule(M, [&names](const llvm::GlobalValue &GV) {
+          return !GV.hasName() || names.count(GV.getName()) == 0;
+        });
+      });
+  if (failed) {
+    I.check("link", "linking '" + path + "' failed");
+    throw CoreError("link", "linking '" + path + "' failed");
+  }
+  I.errors.clear();
+  verify();
+  return linked;
+}
+
+void Module::optimize(const std::string &triple, const std::string &cpu,
+                      const std::string &features, int level) {
+  auto &I = get();
+  auto tm = make_target_machine(triple, cpu, features, level);
+  I.mod->setTargetTriple(triple);
+  I.mod->setDataLayout(tm->createDataLayout());
+
+  llvm::LoopAnalysisManager LAM;
+  llvm::FunctionAnalysisManager FAM;
+  llvm::CGSCCAnalysisManager CGAM;
+  llvm::ModuleAnalysisManager MAM;
+  // With the target machine, the builder runs the NVPTX callbacks
+  // (NVVMReflect, NVVMIntrRange) and uses NVPTX's TTI cost model.
+  llvm::PassBuilder PB(tm.get());
+  PB.registerModuleAnalyses(MAM);
+  PB.registerCGSCCAnalyses(CGAM);
+  PB.registerFunctionAnalyses(FAM);
+  PB.registerLoopAnalyses(LAM);
+  PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+
+  llvm::OptimizationLevel ol;
+  switch (level) {
+  case 0: ol = llvm::OptimizationLevel::O0; break;
+  case 1: ol = llvm::OptimizationLevel::O1; break;
+  case 2: ol = llvm::OptimizationLevel::O2; break;
+  case 3: ol = llvm::OptimizationLevel::O3; break;
+  default:
+    throw CoreError("usage", "opt level must be 0..3, got " +
+                                 std::to_string(level));
+  }
+  llvm::ModulePassManager MPM = level == 0
+                                    ? PB.buildO0DefaultPipeline(ol)
+                                    : PB.buildPerModuleDefaultPipeline(ol);
+  I.reset_errors();
+  MPM.run(*I.mod, MAM);
+  I.check("optimize", "optimization failed");
+  verify();
+}
+
+std::string Module::emit_assembly(const std::string &triple,
+                                  const std::string &cpu,
+                                  const std::string &features, int level) {
+  auto &I = get();
+  auto tm = make_target_machine(triple, cpu, features, level);
+  I.mod->setTargetTriple(triple);
+  I.mod->setDataLayout(tm->createDataLayout());
+  // Codegen mutates the module; emit from a clone so the module stays usable.
+  llvm::SmallString<0> out;
+  {
+    llvm::raw_svector_ostream os(out);
+    llvm::legacy::PassManager PM;
+    if (tm->addPassesToEmitFile(PM, os, nullptr,
+                                llvm::CodeGenFileType::AssemblyFile))
+      throw CoreError("codegen", "target " + triple + " cannot emit assembly");
+    I.reset_errors();
+    std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*I.mod);
+    PM.run(*clone);
+  }
+  I.check("codegen", "PTX code generation failed");
+  return std::string(out.str());
+}
+
+}  // namespace tilec

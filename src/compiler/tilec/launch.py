@@ -1,0 +1,178 @@
+"""Kernel signatures and argument packing for cuLaunchKernel (pure Python, no GPU).
+
+Everything here runs before anything reaches the driver, so a wrong count, type
+or range is a TypeError/ValueError with the parameter's position and type.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import LaunchArgumentError, LaunchValueError
+
+_SCALARS: dict[str, tuple[str, type[ctypes._SimpleCData]]] = {  # type: ignore[type-arg]
+    "i8": ("int", ctypes.c_uint8),
+    "i16": ("int", ctypes.c_uint16),
+    "i32": ("int", ctypes.c_uint32),
+    "i64": ("int", ctypes.c_uint64),
+    "float": ("float", ctypes.c_float),
+    "double": ("float", ctypes.c_double),
+}
+_F32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+
+
+@dataclass(frozen=True)
+class Param:
+    index: int
+    llvm_type: str  # "ptr addrspace(1)", "i32", "float", ...
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.llvm_type == "ptr" or self.llvm_type.startswith("ptr ")
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    params: tuple[Param, ...]
+
+    @classmethod
+    def from_llvm(cls, name: str, param_types: Sequence[str]) -> Signature:
+        params = tuple(Param(i, t) for i, t in enumerate(param_types))
+        for p in params:
+            if not p.is_pointer and p.llvm_type not in _SCALARS:
+                raise LaunchArgumentError(
+                    f"kernel {name!r}: parameter {p.index} has type {p.llvm_type!r}; "
+                    f"supported: ptr, {', '.join(_SCALARS)}"
+                )
+        return cls(name, params)
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(p.llvm_type for p in self.params)})"
+
+
+def device_pointer(value: Any, where: str) -> int:
+    """A device address from a __cuda_array_interface__ object, CUdeviceptr, int or None."""
+    if value is None:
+        return 0
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        try:
+            data = cai["data"]
+            addr = int(data[0])
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            raise LaunchValueError(f"{where}: malformed __cuda_array_interface__: {exc}") from exc
+        if cai.get("mask") is not None:
+            raise LaunchValueError(f"{where}: masked arrays are not supported")
+        return addr
+    if isinstance(value, (bool, float, complex, str, bytes)):
+        raise LaunchArgumentError(
+            f"{where}: expected a device pointer (an object with __cuda_array_interface__, "
+            f"a CUdeviceptr or an int), got {type(value).__name__}"
+        )
+    if type(value).__name__ == "CUdeviceptr" or isinstance(value, int):
+        addr = int(value)
+    elif hasattr(value, "__index__"):
+        addr = operator.index(value)
+    else:
+        raise LaunchArgumentError(
+            f"{where}: expected a device pointer (an object with __cuda_array_interface__, "
+            f"a CUdeviceptr or an int), got {type(value).__name__}"
+        )
+    if not 0 <= addr < 2**64:
+        raise LaunchValueError(f"{where}: pointer value {addr:#x} is outside 0..2**64-1")
+    return addr
+
+
+def _scalar(param: Param, value: Any, where: str) -> ctypes._SimpleCData:  # type: ignore[type-arg]
+    kind, ctype = _SCALARS[param.llvm_type]
+    if kind == "int":
+        if isinstance(value, (bool, float)) or not hasattr(value, "__index__"):
+            raise LaunchArgumentError(
+                f"{where}: expected an integer for {param.llvm_type}, got {type(value).__name__}"
+            )
+        ivalue = operator.index(value)
+        bits = ctypes.sizeof(ctype) * 8
+        # LLVM integers carry no sign: accept the signed and the unsigned range.
+        if not -(2 ** (bits - 1)) <= ivalue < 2**bits:
+            raise LaunchValueError(
+                f"{where}: {ivalue} does not fit {param.llvm_type} "
+                f"({-(2 ** (bits - 1))}..{2**bits - 1})"
+            )
+        return ctype(ivalue & (2**bits - 1))
+    if isinstance(value, (bool, str, bytes)) or not (
+        isinstance(value, (int, float)) or hasattr(value, "__float__")
+    ):
+        raise LaunchArgumentError(
+            f"{where}: expected a number for {param.llvm_type}, got {type(value).__name__}"
+        )
+    fvalue = float(value)
+    if param.llvm_type == "float" and math.isfinite(fvalue) and abs(fvalue) > _F32_MAX:
+        raise LaunchValueError(f"{where}: {fvalue} overflows float32")
+    return ctype(fvalue)
+
+
+@dataclass
+class PackedArgs:
+    """ctypes storage for the arguments plus the void*[] array cuLaunchKernel reads."""
+
+    values: list[ctypes._SimpleCData]  # type: ignore[type-arg]
+    array: ctypes.Array[ctypes.c_void_p]
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+def pack_args(sig: Signature, args: Sequence[Any]) -> PackedArgs:
+    if len(args) != len(sig.params):
+        raise LaunchArgumentError(
+            f"kernel {sig} takes {len(sig.params)} argument(s), got {len(args)}"
+        )
+    values: list[ctypes._SimpleCData] = []  # type: ignore[type-arg]
+    for param, value in zip(sig.params, args, strict=True):
+        where = f"kernel {sig.name!r} argument {param.index} ({param.llvm_type})"
+        if param.is_pointer:
+            values.append(ctypes.c_uint64(device_pointer(value, where)))
+        else:
+            values.append(_scalar(param, value, where))
+    array = (ctypes.c_void_p * max(1, len(values)))()
+    for i, v in enumerate(values):
+        array[i] = ctypes.addressof(v)
+    return PackedArgs(values, array)
+
+
+Dim3 = tuple[int, int, int]
+
+
+def dim3(value: Any, what: str, limits: Dim3) -> Dim3:
+    if isinstance(value, int) and not isinstance(value, bool):
+        dims: tuple[Any, ...] = (value,)
+    elif isinstance(value, tuple) and 1 <= len(value) <= 3:
+        dims = value
+    else:
+        raise LaunchArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    out: list[int] = []
+    for d in dims:
+        if isinstance(d, bool) or not hasattr(d, "__index__"):
+            raise LaunchArgumentError(f"{what} must hold ints, got {value!r}")
+        out.append(operator.index(d))
+    out += [1] * (3 - len(out))
+    for axis, (d, lim) in enumerate(zip(out, limits, strict=True)):
+        if not 1 <= d <= lim:
+            raise LaunchValueError(f"{what}[{axis}] = {d} is outside 1..{lim}")
+    return out[0], out[1], out[2]
+
+
+def launch_config(grid: Any, block: Any) -> tuple[Dim3, Dim3]:
+    g = dim3(grid, "grid", (2**31 - 1, 65535, 65535))
+    b = dim3(block, "block", (1024, 1024, 64))
+    if b[0] * b[1] * b[2] > 1024:
+        raise LaunchValueError(f"block {b} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
+    return g, b

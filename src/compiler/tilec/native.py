@@ -1,0 +1,141 @@
+"""Python face of the native core: imports it lazily and turns its errors into tilec's."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import ModuleType, TracebackType
+from typing import Any, TypeVar
+
+from .errors import CompileError, IRError, TargetError, TilecError
+
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+T = TypeVar("T")
+
+
+@functools.cache
+def core() -> ModuleType:
+    try:
+        from . import _core
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise TilecError(
+            f"tilec's native core (tilec._core) cannot be imported: {exc}. "
+            "Build it with `pip install src/compiler` against an LLVM 19 prefix."
+        ) from exc
+    return _core
+
+
+def _translate(exc: BaseException) -> TilecError:
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if len(args) != 4:
+        return CompileError(str(exc))
+    kind, message, line, column = args
+    if kind == "parse" or kind == "verify":
+        return IRError(str(message), int(line), int(column))
+    if kind in ("target", "usage"):
+        return TargetError(str(message))
+    return CompileError(str(message))
+
+
+@contextmanager
+def _native_errors() -> Iterator[None]:
+    try:
+        yield
+    except core().CoreError as exc:
+        raise _translate(exc) from None
+
+
+def _call(fn: Callable[[], T]) -> T:
+    with _native_errors():
+        return fn()
+
+
+def llvm_version() -> str:
+    return str(core().llvm_version())
+
+
+def registered_targets() -> list[str]:
+    return list(core().registered_targets())
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    processors: tuple[str, ...]
+    features: tuple[str, ...]
+
+    @property
+    def ptx_versions(self) -> tuple[int, ...]:
+        return tuple(sorted(int(f[3:]) for f in self.features if f.startswith("ptx")))
+
+
+@functools.cache
+def target_info(triple: str = NVPTX_TRIPLE) -> TargetInfo:
+    procs, feats = _call(lambda: core().target_info(triple))
+    return TargetInfo(tuple(procs), tuple(feats))
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    name: str
+    is_kernel: bool
+    is_declaration: bool
+    return_type: str
+    param_types: tuple[str, ...]
+
+
+class NativeModule:
+    """An LLVM module owned by the native core; close() frees it deterministically."""
+
+    def __init__(self, data: str | bytes, name: str = "<input>") -> None:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        self._mod = _call(lambda: core().Module(raw, name))
+
+    def __enter__(self) -> NativeModule:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._mod.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._mod.closed)
+
+    def to_text(self) -> str:
+        return str(_call(self._mod.to_text))
+
+    def to_bitcode(self) -> bytes:
+        return bytes(_call(self._mod.to_bitcode))
+
+    def functions(self) -> list[FunctionInfo]:
+        return [
+            FunctionInfo(name, kern, decl, ret, tuple(params))
+            for name, kern, decl, ret, params in _call(self._mod.functions)
+        ]
+
+    def verify(self) -> None:
+        _call(self._mod.verify)
+
+    def set_target(self, cpu: str, features: str, triple: str = NVPTX_TRIPLE) -> None:
+        _call(lambda: self._mod.set_target(triple, cpu, features))
+
+    def set_module_flag(self, key: str, value: int) -> None:
+        _call(lambda: self._mod.set_module_flag_i32(key, value))
+
+    def link_internalized(self, path: str) -> list[str]:
+        return _call(lambda: self._mod.link_bitcode_internalized(path))
+
+    def optimize(self, cpu: str, features: str, level: int, triple: str = NVPTX_TRIPLE) -> None:
+        _call(lambda: self._mod.optimize(triple, cpu, features, level))
+
+    def emit_assembly(self, cpu: str, features: str, level: int, triple: str = NVPTX_TRIPLE) -> str:
+        return str(_call(lambda: self._mod.emit_assembly(triple, cpu, features, level)))

@@ -1,0 +1,45 @@
+"""The only place tilec reads the environment: parsed once into a frozen dataclass."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Settings:
+    cache_enabled: bool
+    cache_dir: Path
+    ptxas: Path | None
+    libdevice: Path | None
+    cuda_home: Path | None
+    path: str
+    debug_dump_dir: Path | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def opt_path(name: str) -> Path | None:
+            value = env.get(name, "").strip()
+            return Path(value).expanduser() if value else None
+
+        cache_dir = opt_path("TILEC_CACHE_DIR")
+        if cache_dir is None:
+            xdg = env.get("XDG_CACHE_HOME", "").strip()
+            base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+            cache_dir = base / "tilec"
+        cuda_home = opt_path("CUDA_HOME") or opt_path("CUDA_PATH")
+        return cls(
+            cache_enabled=env.get("TILEC_CACHE", "1").strip().lower() not in _FALSE,
+            cache_dir=cache_dir,
+            ptxas=opt_path("TILEC_PTXAS"),
+            libdevice=opt_path("TILEC_LIBDEVICE"),
+            cuda_home=cuda_home,
+            path=env.get("PATH", ""),
+            debug_dump_dir=opt_path("TILEC_DUMP_DIR"),
+        )

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PTXAS = Path("/usr/local/cuda/bin/ptxas")
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_tilec_tests_{name}", HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+build = _load("tilec_build")
+kernels_mod = _load("kernels")
+
+
+@pytest.fixture(scope="session")
+def tilec(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return build.import_tilec(request.config, tmp_path_factory.mktemp("tilec-stage"))
+
+
+@pytest.fixture(scope="session")
+def kernels() -> ModuleType:
+    return kernels_mod
+
+
+@pytest.fixture(scope="session")
+def ptxas_path() -> Path:
+    found = shutil.which("ptxas") or (str(PTXAS) if PTXAS.is_file() else None)
+    if found is None:
+        pytest.fail("ptxas is required by the native tier (CUDA toolkit at /usr/local/cuda)")
+    return Path(found)
+
+
+@pytest.fixture
+def settings(tilec: ModuleType, tmp_path: Path, ptxas_path: Path) -> object:
+    """Settings with a private cache dir and the real ptxas."""
+    return tilec.Settings.from_env(
+        {
+            "TILEC_CACHE_DIR": str(tmp_path / "cache"),
+            "TILEC_PTXAS": str(ptxas_path),
+            "CUDA_HOME": str(ptxas_path.parent.parent),
+            "PATH": "",
+        }
+    )

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.native
+
+SYSTEM_LIBS = {
+    "libc.so.6",
+    "libm.so.6",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+}
+
+
+def _core_path(tilec: ModuleType) -> Path:
+    return Path(tilec.native.core().__file__)
+
+
+def _llvm_config_flag(name: str) -> bool:
+    import os
+
+    prefix = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
+    text = (prefix / "lib/cmake/llvm/LLVMConfig.cmake").read_text()
+    m = re.search(rf"set\({name} (\S+)\)", text)
+    return bool(m) and m.group(1).upper() not in ("0", "OFF", "FALSE", "NO", "")
+
+
+def test_needed_only_system_libraries(tilec: ModuleType) -> None:
+    out = subprocess.run(
+        ["readelf", "-d", str(_core_path(tilec))], capture_output=True, text=True, check=True
+    ).stdout
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
+    assert "libstdc++.so.6" in needed or "libc.so.6" in needed, out
+    allowed = set(SYSTEM_LIBS)
+    # Debian's llvm-19-dev links compression into LLVMSupport; our own slim
+    # variants are built without it, and then these must not appear.
+    if _llvm_config_flag("LLVM_ENABLE_ZLIB"):
+        allowed.add("libz.so.1")
+    if _llvm_config_flag("LLVM_ENABLE_ZSTD"):
+        allowed.add("libzstd.so.1")
+    unexpected = {n for n in needed if n not in allowed and not n.startswith("ld-linux")}
+    assert not unexpected, f"non-system NEEDED entries: {sorted(unexpected)}"
+    assert not any("LLVM" in n or "python" in n for n in needed)
+
+
+def test_only_the_module_init_is_exported(tilec: ModuleType) -> None:
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(_core_path(tilec))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    text_syms = [line.split()[-1] for line in out.splitlines() if " T " in line]
+    assert text_syms == ["PyInit__core"], text_syms
+    assert "llvm" not in out.lower().replace("tilec", "")
+
+
+def test_versions_and_targets(tilec: ModuleType) -> None:
+    assert tilec.llvm_version().startswith("19.")
+    targets = tilec.registered_targets()
+    assert "nvptx64" in targets
+    info = tilec.native.target_info()
+    assert {"sm_80", "sm_90", "sm_90a"} <= set(info.processors)
+    assert 78 in info.ptx_versions and 80 in info.ptx_versions

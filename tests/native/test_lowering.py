@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.native
+
+TARGETS = ["sm_80", "sm_90"]
+
+
+def _kernel(name: str, tilec: ModuleType, kernels: ModuleType) -> Any:
+    if name == "vadd":
+        return kernels.vector_add(tilec.ir)
+    if name == "block_sum":
+        return kernels.block_sum(tilec.ir)
+    return kernels.EXP_IR
+
+
+def _ptxas_accepts(ptxas: Path, ptx: str, arch: str, tmp_path: Path) -> str:
+    src = tmp_path / f"k_{arch}.ptx"
+    src.write_text(ptx)
+    proc = subprocess.run(
+        [str(ptxas), f"-arch={arch}", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["vadd", "block_sum", "exp_scale"])
+def test_lower_to_ptx_and_ptxas_accepts(
+    tilec: ModuleType,
+    kernels: ModuleType,
+    settings: Any,
+    ptxas_path: Path,
+    tmp_path: Path,
+    name: str,
+    target: str,
+) -> None:
+    k = tilec.compile(_kernel(name, tilec, kernels), target=target, settings=settings)
+    assert list(k.asm) == ["llir", "llir_opt", "ptx", "cubin"]
+    ptx = k.asm["ptx"]
+    assert f".target {target}" in ptx
+    assert re.search(rf"\.visible \.entry {name}\(", ptx)
+    # Independent check with the real ptxas, beside the one compile() ran.
+    _ptxas_accepts(ptxas_path, ptx, target, tmp_path)
+    assert k.asm["cubin"][:4] == b"\x7fELF"
+    md = k.metadata
+    assert md.name == name and md.registers is not None and md.registers > 0
+    assert md.spill_stores == 0 and md.spill_loads == 0
+    if name == "block_sum":
+        assert "bar.sync" in ptx
+        assert md.shared_bytes == 4 * kernels.BLOCK
+        assert ".shared .align 16 .b8 partial[1024]" in ptx
+    else:
+        assert md.shared_bytes == 0
+    if name == "exp_scale":
+        # libdevice was linked, inlined and internalized: no call remains.
+        assert md.libdevice_linked == ("__nv_expf",)
+        assert "__nv_expf" not in ptx
+        assert "ex2.approx" in ptx
+        assert "__nv_expf" not in k.asm["llir_opt"]
+    else:
+        assert md.libdevice is None
+
+
+def test_opt_levels_and_ptx_version(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
+    src = kernels.vector_add(tilec.ir)
+    o0 = tilec.compile(src, target="sm_80", opt_level=0, settings=settings)
+    o3 = tilec.compile(src, target="sm_80", opt_level=3, settings=settings)
+    assert ".version 7.0" in o3.asm["ptx"]  # LLVM's minimum for sm_80
+    assert o0.asm["llir_opt"] != o3.asm["llir_opt"]
+    assert "alloca" not in o3.asm["llir_opt"]
+    v = tilec.compile(src, target="sm_90", ptx_version=83, settings=settings)
+    assert ".version 8.3" in v.asm["ptx"]
+
+
+def test_ftz_reflect_changes_libdevice_code(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    plain = tilec.compile(kernels.EXP_IR, target="sm_90", ftz=False, settings=settings)
+    ftz = tilec.compile(kernels.EXP_IR, target="sm_90", ftz=True, settings=settings)
+    # NVVMReflect resolved __nvvm_reflect("__CUDA_FTZ") differently.
+    assert "fma.rn.ftz.f32" in ftz.asm["ptx"]
+    assert "fma.rn.ftz.f32" not in plain.asm["ptx"]
+    assert ftz.key != plain.key
+    assert "__nvvm_reflect" not in plain.asm["llir_opt"]
+
+
+def test_bitcode_input(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
+    with tilec.NativeModule(kernels.EXP_IR) as mod:
+        bc = mod.to_bitcode()
+    assert bc[:4] == b"BC\xc0\xde"
+    k = tilec.compile(bc, target="sm_80", settings=settings)
+    assert k.name == "exp_scale" and ".entry exp_scale(" in k.asm["ptx"]
+
+
+def test_driver_jit_fallback_without_ptxas(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    k = tilec.compile(kernels.EXP_IR, target="sm_80", use_ptxas=False, settings=settings)
+    assert list(k.asm) == ["llir", "llir_opt", "ptx"]
+    assert k.metadata.registers is None
+
+
+def test_unknown_target_and_version(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
+    with pytest.raises(tilec.TargetError, match="unknown target 'sm_999'"):
+        tilec.compile(kernels.EXP_IR, target="sm_999", settings=settings)
+    with pytest.raises(tilec.TargetError, match="unknown PTX ISA version 99"):
+        tilec.compile(kernels.EXP_IR, target="sm_90", ptx_version=99, settings=settings)
+    with pytest.raises(tilec.TargetError, match="opt_level"):
+        tilec.compile(kernels.EXP_IR, opt_level=4, settings=settings)
+
+
+def test_dump_stages(tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path) -> None:
+    k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
+    names = sorted(p.name for p in k.dump(tmp_path / "dump"))
+    assert names == sorted(f"exp_scale.{s}" for s in ("llir", "llir_opt", "ptx", "cubin"))

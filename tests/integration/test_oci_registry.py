@@ -161,7 +161,10 @@ def test_buildah_copy_from_registry_image(
     prefix = "/" + prefix_of(record)
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "Containerfile").write_text(f"FROM scratch\nCOPY --from={ref} {prefix} {prefix}\n")
+    # the same COPY --from=${LLVM_IMAGE} form as containers/wheel.Containerfile
+    (ctx / "Containerfile").write_text(
+        f"ARG LLVM_IMAGE\nFROM scratch\nARG LLVM_IMAGE\nCOPY --from=${{LLVM_IMAGE}} {prefix} {prefix}\n"
+    )
     store = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"), "--storage-driver", "vfs"]
     try:
         run(
@@ -171,6 +174,8 @@ def test_buildah_copy_from_registry_image(
             "--isolation",
             "chroot",
             "--tls-verify=false",
+            "--build-arg",
+            f"LLVM_IMAGE={ref}",
             "-t",
             "localhost/consumer",
             "-f",
@@ -326,3 +331,36 @@ def test_tampered_layout_is_refused_before_upload(registry: Registry, image: Pat
         push_layout(client_for(registry), layout, parse_reference(f"{registry.host}/tampered/llvm:1"))
     assert registry.tags("tampered/llvm") == []
     assert registry.get(f"/v2/tampered/llvm/blobs/{layer.digest}")[0] == 404
+
+
+def test_llvm_containerfile_copies_the_same_tree(
+    support_install: Path, record: dict[str, Any], image: Path, tmp_path: Path
+) -> None:
+    """containers/llvm.Containerfile gives the same tree, but (as it documents) not our digest."""
+    root = Path(__file__).resolve().parents[2]
+    prefix = prefix_of(record)
+    store = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"), "--storage-driver", "vfs"]
+    try:
+        run(
+            "buildah",
+            *store,
+            "bud",
+            "--isolation",
+            "chroot",
+            "--build-arg",
+            f"VARIANT={record['variant']}",
+            "-t",
+            "localhost/llvm",
+            "-f",
+            str(root / "containers/llvm.Containerfile"),
+            str(record["install_root"]),
+        )
+        ctr = run("buildah", *store, "from", "localhost/llvm").strip()
+        mnt = Path(run("buildah", *store, "mount", ctr).strip())
+        assert tree_digest(scan_tree(mnt / prefix)) == record["tree"]["digest"]
+        out = tmp_path / "oci"
+        run("buildah", *store, "push", "localhost/llvm", f"oci:{out}:llvm")
+        assert Layout(out).index()[0].digest != Layout(image).index()[0].digest
+    finally:
+        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
+        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)

@@ -290,6 +290,8 @@ class RegistryClient:
         self._conn: http.client.HTTPConnection | None = None
         self._auth_header = ""
         self._tokens: dict[str, str] = {}
+        # a push asks for pull,push on its repository from the first request on
+        self.scopes: list[str] = []
 
     # -- transport ------------------------------------------------------------
     @property
@@ -429,7 +431,8 @@ class RegistryClient:
             self._auth_header = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
             return
         if scheme == "bearer":
-            wanted = list(dict.fromkeys([*(params["scope"].split(" ") if params.get("scope") else []), *scopes]))
+            challenged = params["scope"].split(" ") if params.get("scope") else []
+            wanted = list(dict.fromkeys([*self.scopes, *challenged, *scopes]))
             key = " ".join(sorted(wanted))
             if key not in self._tokens:
                 self._tokens[key] = self._fetch_token(params, wanted)
@@ -707,6 +710,7 @@ def push_layout(
             "push by tag, or name the right digest",
         )
     repo = ref.repository
+    client.scopes = [f"repository:{repo}:pull,push", *(f"repository:{m}:pull" for m in mount_from if m != repo)]
 
     def push_manifest(desc: Descriptor, reference: str) -> None:
         children = layout.children(desc)

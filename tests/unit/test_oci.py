@@ -65,7 +65,7 @@ def make_tree(install_root: Path, seed: int = 0) -> Path:
 def make_record(base: Path, seed: int = 0) -> Path:
     install = base / "install"
     make_tree(install, seed)
-    entries = scan_tree(install / PREFIX)
+    entries = scan_tree(install)  # as hermetic.llvm records it: from the install root
     record = {
         "schema": RECORD_SCHEMA,
         "recipe": {"name": "llvm", "version": "19.1.7", "digest": "sha256:" + "ab" * 32},
@@ -146,6 +146,7 @@ def test_config_labels_and_index(tmp_path: Path) -> None:
     assert labels["io.hermetic.variant"] == "support"
     assert labels["io.hermetic.recipe.digest"] == "sha256:" + "ab" * 32
     assert labels["io.hermetic.source.llvm-project-19.1.7.src.tar.xz"].startswith("sha256:82401fea")
+    assert labels["io.hermetic.pruned.digest"] == "sha256:" + "cd" * 32
     assert json.loads((result.layout / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
     layout.verify()
 
@@ -160,6 +161,10 @@ def test_unpack_equals_install_tree_and_verify_tree(tmp_path: Path) -> None:
     lib = dest / PREFIX / "lib"
     assert os.stat(lib / "libLLVMSupport.a").st_ino == os.stat(lib / "libLLVMSupport-copy.a").st_ino
     (lib / "libLLVMDemangle.so.19.1").write_bytes(b"changed")
+    assert verify_tree(dest, rec) == ["differs (size, sha256): lib/libLLVMDemangle.so.19.1"]
+    data = json.loads(rec.read_text())  # a record listing the prefix's contents directly works too
+    data["tree"]["files"] = [e.as_json() for e in scan_tree(tmp_path / "install" / PREFIX)]
+    rec.write_text(json.dumps(data))
     assert verify_tree(dest, rec) == ["differs (size, sha256): lib/libLLVMDemangle.so.19.1"]
     with pytest.raises(UsageError):
         unpack_layout(Layout(result.layout), dest, arch="amd64")  # not empty

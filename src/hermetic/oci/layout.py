@@ -305,6 +305,7 @@ class ImageSpec:
     recipe: Mapping[str, str]
     sources: tuple[tuple[str, str], ...]  # (file, sha256)
     tree_digest: str
+    pruned: str = ""
 
     @property
     def title(self) -> str:
@@ -329,6 +330,8 @@ class ImageSpec:
             LABEL_PREFIX + "prefix": self.prefix,
             LABEL_PREFIX + "tree.digest": self.tree_digest,
         }
+        if self.pruned:
+            labels[LABEL_PREFIX + "pruned.digest"] = "sha256:" + self.pruned.removeprefix("sha256:")
         for file, sha in self.sources:
             labels[LABEL_PREFIX + "source." + file] = "sha256:" + sha.removeprefix("sha256:")
         return labels
@@ -369,6 +372,7 @@ def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
         recipe=recipe,
         sources=sources,
         tree_digest=tree,
+        pruned=str((rec.get("pruned") or {}).get("sha256", "")),
     )
 
 

@@ -9,6 +9,7 @@ failure leaves nothing behind.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import os
@@ -306,25 +307,20 @@ def _record_tree(record: dict[str, Any], where: Path) -> tuple[list[TreeEntry], 
     return files, prefix
 
 
-def tree_base(directory: Path, files: list[TreeEntry], prefix: str) -> Path:
-    """Where the record's paths start inside `directory` (an unpacked rootfs or the prefix itself)."""
-    rooted = any(e.path == prefix or e.path.startswith(prefix + "/") for e in files)
-    if rooted:
-        return directory
-    candidate = directory / prefix
-    return candidate if candidate.is_dir() else directory
+def relative_to_prefix(files: list[TreeEntry], prefix: str) -> list[TreeEntry]:
+    """Record entries below the prefix, prefix-relative; records scanned from the install root list
+    `usr/lib64/llvm-…/…` (and its parents), others list the prefix's contents directly."""
+    if not any(e.path == prefix or e.path.startswith(prefix + "/") for e in files):
+        return files
+    return [dataclasses.replace(e, path=e.path[len(prefix) + 1 :]) for e in files if e.path.startswith(prefix + "/")]
 
 
 def verify_tree(directory: Path, record_path: Path) -> list[str]:
-    """Differences between an unpacked tree and its build record; empty when identical."""
+    """Differences between an unpacked tree (a rootfs, or the prefix itself) and its build record."""
     if not directory.is_dir():
         raise UsageError(f"{directory} is not a directory", "", "pass the directory you unpacked into")
     record = load_record(record_path)
     expected, prefix = _record_tree(record, record_path)
-    base = tree_base(directory, expected, prefix)
-    actual = scan_tree(base)
-    if any(e.path == prefix or e.path.startswith(prefix + "/") for e in expected):
-        # a rootfs record: ignore the parent directories the layer adds
-        parents = {"/".join(prefix.split("/")[:i]) for i in range(1, prefix.count("/") + 1)}
-        actual = [e for e in actual if e.path not in parents or any(x.path == e.path for x in expected)]
-    return compare_trees(expected, actual)
+    below = directory / prefix
+    base = below if below.is_dir() and not below.is_symlink() else directory
+    return compare_trees(relative_to_prefix(expected, prefix), scan_tree(base))

@@ -44,7 +44,7 @@ def record_path(settings: Settings, variant: str) -> Path:
 
 
 def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
-    variant = args.variant or settings.variant
+    variant = getattr(args, "variant", None) or settings.variant
     check_compression(args.compression)
     rec = Path(args.record) if args.record else record_path(settings, variant)
     spec = spec_from_record(rec, arch=args.arch)
@@ -132,7 +132,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     image_sub.required = True
 
     llvm = image_sub.add_parser("llvm", parents=[common], help="an OCI image layout of a built LLVM variant")
-    llvm.add_argument("--variant", help="variant to package (default: the configured variant)")
+    if "--variant" not in common._option_string_actions:  # the lead's common options may carry it already
+        llvm.add_argument("--variant", help="variant to package (default: the configured variant)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(

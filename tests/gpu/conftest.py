@@ -39,7 +39,9 @@ def _cuda_device_or_skip() -> None:
 
 
 @pytest.fixture(scope="session")
-def gpu_tilec(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+def gpu_tilec(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> ModuleType:
     _cuda_device_or_skip()
     return _load("tilec_build").import_tilec(request.config, tmp_path_factory.mktemp("tilec-stage"))
 

@@ -79,13 +79,20 @@ def poisoned(n: int) -> np.ndarray:
 
 @pytest.mark.parametrize("n", [1, 1000, 1 << 20])
 def test_vector_add(
-    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, buffers: Any,
-    rng: np.random.Generator, n: int,
+    gpu_tilec: ModuleType,
+    kernels: ModuleType,
+    sm_target: str,
+    settings: Any,
+    buffers: Any,
+    rng: np.random.Generator,
+    n: int,
 ) -> None:
     a = rng.standard_normal(n, dtype=np.float32)
     b = rng.standard_normal(n, dtype=np.float32)
     da, db, dout = buffers(a), buffers(b), buffers(poisoned(n + 64))
-    with gpu_tilec.compile(kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings) as k:
+    with gpu_tilec.compile(
+        kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings
+    ) as k:
         k[(n + 255) // 256, 256](da, db, dout, n)
         out = dout.download()
     np.testing.assert_array_equal(out[:n], a + b)
@@ -94,8 +101,13 @@ def test_vector_add(
 
 @pytest.mark.parametrize("n", [256, 1000, 65536 + 17])
 def test_block_reduction_shared_memory(
-    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, buffers: Any,
-    rng: np.random.Generator, n: int,
+    gpu_tilec: ModuleType,
+    kernels: ModuleType,
+    sm_target: str,
+    settings: Any,
+    buffers: Any,
+    rng: np.random.Generator,
+    n: int,
 ) -> None:
     block = kernels.BLOCK
     blocks = (n + block - 1) // block
@@ -117,8 +129,13 @@ def test_block_reduction_shared_memory(
 
 @pytest.mark.parametrize("ftz", [False, True])
 def test_libdevice_expf(
-    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, buffers: Any,
-    rng: np.random.Generator, ftz: bool,
+    gpu_tilec: ModuleType,
+    kernels: ModuleType,
+    sm_target: str,
+    settings: Any,
+    buffers: Any,
+    rng: np.random.Generator,
+    ftz: bool,
 ) -> None:
     n = 100_003
     x = rng.uniform(-20.0, 20.0, n).astype(np.float32)
@@ -134,7 +151,11 @@ def test_libdevice_expf(
 
 
 def test_driver_jit_fallback_and_cache_reload(
-    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, buffers: Any,
+    gpu_tilec: ModuleType,
+    kernels: ModuleType,
+    sm_target: str,
+    settings: Any,
+    buffers: Any,
     rng: np.random.Generator,
 ) -> None:
     n = 4096
@@ -161,7 +182,9 @@ def test_wrong_args_never_reach_the_gpu(
     gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, buffers: Any
 ) -> None:
     dout = buffers(poisoned(8))
-    with gpu_tilec.compile(kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings) as k:
+    with gpu_tilec.compile(
+        kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings
+    ) as k:
         with pytest.raises(TypeError):
             k[1, 8](dout, dout, dout, 8.0)
         assert k._loaded == {}  # nothing was loaded, nothing launched
@@ -188,7 +211,9 @@ def test_torch_tensors_and_stream(
     b = torch.randn(n, device="cuda")
     out = torch.full((n,), float("nan"), device="cuda")
     stream = torch.cuda.Stream()
-    with gpu_tilec.compile(kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings) as k:
+    with gpu_tilec.compile(
+        kernels.vector_add(gpu_tilec.ir), target=sm_target, settings=settings
+    ) as k:
         with torch.cuda.stream(stream):
             k[(n + 127) // 128, 128](a, b, out, n, stream=stream)
         stream.synchronize()

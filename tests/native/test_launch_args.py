@@ -85,7 +85,9 @@ def test_bad_launch_config(exp_kernel: Any, grid: Any, block: Any, match: str) -
 
 def test_packing_layout(tilec: ModuleType) -> None:
     launch = tilec.launch
-    sig = launch.Signature.from_llvm("k", ["ptr addrspace(1)", "ptr", "i32", "float", "double", "i64"])
+    sig = launch.Signature.from_llvm(
+        "k", ["ptr addrspace(1)", "ptr", "i32", "float", "double", "i64"]
+    )
     packed = launch.pack_args(sig, [FakeArray(0xDEAD0000), None, -1, 1.5, 2.25, 2**63])
     assert len(packed.array) == 6
 

@@ -1,0 +1,163 @@
+"""Conan 2 recipe of a slim LLVM: only the named targets, libraries and tools.
+
+Variants (variants.yml) are named option sets; the option values accepted are
+listed in conandata.yml so that this recipe and `hermetic` validate alike.
+The install prefix is /usr/lib64/llvm-<variant>-<version>, staged under the
+package folder with DESTDIR so that the tree can be copied anywhere as is.
+"""
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+from conan import ConanFile
+from conan.errors import ConanException, ConanInvalidConfiguration
+from conan.tools.cmake import CMake, CMakeToolchain, cmake_layout
+from conan.tools.files import check_sha256, get, unzip
+
+_HERE = Path(__file__).resolve().parent
+_VARIANTS = yaml.safe_load((_HERE / "variants.yml").read_text())
+_DEFAULT = {
+    k: ";".join(x.strip() for x in str(v).split(";") if x.strip())
+    for k, v in _VARIANTS["variants"][_VARIANTS["default"]]["options"].items()
+}
+_LIBRARY = re.compile(r"^(LLVM|MLIR)[A-Za-z0-9]+$")
+
+
+def _split(value: object) -> list[str]:
+    return [v.strip() for v in str(value).split(";") if v.strip()]
+
+
+class LLVMConan(ConanFile):
+    name = "llvm"
+    version = "19.1.7"
+    license = "Apache-2.0 WITH LLVM-exception"
+    url = "https://github.com/llvm/llvm-project"
+    description = "Slim, source-built LLVM for GPU compiler stacks"
+    package_type = "static-library"
+    settings = "os", "arch", "compiler", "build_type"
+    exports = "variants.yml"
+    options = {
+        "variant": ["ANY"],
+        "targets": ["ANY"],
+        "projects": ["ANY"],
+        "components": ["ANY"],
+        "tools": ["ANY"],
+    }
+    default_options = {"variant": _VARIANTS["default"], **_DEFAULT}
+
+    @property
+    def _prefix(self) -> str:
+        return f"/usr/lib64/llvm-{self.options.variant}-{self.version}"
+
+    def validate(self) -> None:
+        allowed = self.conan_data["option_values"]
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", str(self.options.variant)):
+            raise ConanInvalidConfiguration(f"variant name {self.options.variant!r} is not a valid path component")
+        for opt in ("targets", "projects", "tools"):
+            bad = [v for v in _split(self.options.get_safe(opt)) if v not in allowed[opt]]
+            if bad:
+                raise ConanInvalidConfiguration(
+                    f"option {opt}: unknown value(s) {', '.join(bad)}; valid: {', '.join(allowed[opt])}"
+                )
+        if not _split(self.options.targets):
+            raise ConanInvalidConfiguration("option targets: at least one target is needed")
+        if "llvm" not in _split(self.options.projects):
+            raise ConanInvalidConfiguration("option projects: must include llvm")
+        for comp in _split(self.options.components):
+            if comp not in allowed["components"] and not _LIBRARY.match(comp):
+                raise ConanInvalidConfiguration(
+                    f"option components: unknown component {comp!r}; valid: LLVM<Library>, MLIR<Library>, "
+                    + ", ".join(allowed["components"])
+                )
+
+    def layout(self) -> None:
+        cmake_layout(self, src_folder="src")
+
+    def source(self) -> None:
+        # hermetic hands over an archive it has already verified (full or pruned);
+        # we check its digest again so the recipe never trusts a path blindly.
+        archive = self.conf.get("user.hermetic:source_archive")
+        if archive:
+            expected = self.conf.get("user.hermetic:source_sha256")
+            if not expected:
+                raise ConanException("user.hermetic:source_archive needs user.hermetic:source_sha256")
+            check_sha256(self, archive, expected)
+            unzip(self, archive, destination=self.source_folder, strip_root=True)
+            return
+        entry = self.conan_data["sources"][self.version]["archives"][0]
+        get(self, entry["url"], sha256=entry["sha256"], strip_root=True)
+
+    def generate(self) -> None:
+        tc = CMakeToolchain(self, generator="Ninja")
+        projects = [p for p in _split(self.options.projects) if p != "llvm"]
+        tools = _split(self.options.tools)
+        # Paths of this build must not reach the outputs: the tree is byte-identical
+        # whichever directory it was built in.
+        maps = [f"-ffile-prefix-map={self.source_folder}=/usr/src/llvm", f"-ffile-prefix-map={self.build_folder}=/usr/src/llvm-build"]
+        tc.extra_cflags += maps
+        tc.extra_cxxflags += maps
+        tc.cache_variables.update(
+            {
+                "CMAKE_INSTALL_PREFIX": self._prefix,
+                "LLVM_TARGETS_TO_BUILD": str(self.options.targets),
+                "LLVM_ENABLE_PROJECTS": ";".join(projects),
+                "LLVM_DISTRIBUTION_COMPONENTS": str(self.options.components),
+                "LLVM_BUILD_TOOLS": False,
+                "LLVM_BUILD_UTILS": bool(tools),
+                "LLVM_INSTALL_UTILS": bool(tools),
+                "LLVM_INCLUDE_TESTS": False,
+                "LLVM_INCLUDE_EXAMPLES": False,
+                "LLVM_INCLUDE_BENCHMARKS": False,
+                "LLVM_INCLUDE_DOCS": False,
+                "LLVM_BUILD_DOCS": False,
+                "LLVM_ENABLE_BINDINGS": False,
+                "LLVM_ENABLE_OCAMLDOC": False,
+                "LLVM_ENABLE_ASSERTIONS": False,
+                "LLVM_ENABLE_RTTI": True,
+                "LLVM_ENABLE_PIC": True,
+                "BUILD_SHARED_LIBS": False,
+                "LLVM_BUILD_LLVM_DYLIB": False,
+                "LLVM_LINK_LLVM_DYLIB": False,
+                "LLVM_ENABLE_LTO": "OFF",
+                "LLVM_APPEND_VC_REV": False,
+                "LLVM_ENABLE_ZLIB": "OFF",
+                "LLVM_ENABLE_ZSTD": "OFF",
+                "LLVM_ENABLE_TERMINFO": False,
+                "LLVM_ENABLE_LIBXML2": "OFF",
+                "LLVM_ENABLE_LIBEDIT": False,
+                "LLVM_ENABLE_LIBPFM": False,
+                "LLVM_ENABLE_CURL": False,
+                "LLVM_ENABLE_HTTPLIB": False,
+                "LLVM_ENABLE_FFI": False,
+                "LLVM_ENABLE_Z3_SOLVER": False,
+                "MLIR_ENABLE_BINDINGS_PYTHON": False,
+                "MLIR_INCLUDE_TESTS": False,
+            }
+        )
+        tc.generate()
+
+    def build(self) -> None:
+        cmake = CMake(self)
+        cmake.configure(build_script_folder="llvm")
+        # The number of commands of the distribution target goes into hermetic's record.
+        out = Path(self.build_folder)
+        self.run(f"ninja -C {shlex.quote(str(out))} -t commands distribution > hermetic-commands.txt", cwd=str(out))
+        cmake.build(target="distribution")
+
+    def package(self) -> None:
+        dest = shlex.quote(self.package_folder)
+        self.run(
+            f"DESTDIR={dest} cmake --build {shlex.quote(self.build_folder)} --target install-distribution",
+            cwd=self.build_folder,
+        )
+
+    def package_info(self) -> None:
+        # Consumers use LLVM's own LLVMConfig.cmake, not a Conan-generated one.
+        self.cpp_info.set_property("cmake_find_mode", "none")
+        prefix = self._prefix.lstrip("/")
+        self.cpp_info.builddirs = [os.path.join(prefix, "lib", "cmake", "llvm")]
+        self.cpp_info.includedirs = [os.path.join(prefix, "include")]
+        self.cpp_info.libdirs = [os.path.join(prefix, "lib")]

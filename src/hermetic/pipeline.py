@@ -1,0 +1,155 @@
+"""Plan first, then execute.
+
+A plan is a list of steps, each with the digest of its inputs; a step whose
+digest matches a finished record is skipped. The plan is printed before
+anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import llvm, record, recipe, sources
+from .errors import SourceError
+from .settings import Settings
+
+Log = Callable[[str], None]
+
+
+def stderr_log(quiet: bool = False) -> Log:
+    def log(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    return log
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    inputs_digest: str
+    done: bool
+    detail: str
+    run: Callable[[], Any] = field(compare=False, repr=False)
+
+
+def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive, variant: recipe.Variant) -> Path:
+    key = sources.prune_key(archive, variant)
+    return settings.cache_dir / "pruned" / key / f"llvm-project-{rec.version}.src-{variant.name}.tar.xz"
+
+
+def ensure_pruned(
+    settings: Settings, rec: recipe.Recipe, src: sources.CachedArchive, variant: recipe.Variant, log: Log
+) -> dict[str, Any]:
+    """The pruned archive for the variant, from the cache or written now; returns its description."""
+    dest = pruned_path(settings, rec, src.archive, variant)
+    meta_path = dest.with_name("pruned.json")
+    if dest.is_file() and meta_path.is_file():
+        meta: dict[str, Any] = json.loads(meta_path.read_text())
+        if sources.sha256_of(dest) == meta.get("sha256"):
+            log(f"prune: {dest.name} already in the cache")
+            return meta
+    sources.prune(src, variant, rec.version, dest, rec.source_date_epoch, log)
+    meta = {
+        "file": dest.name,
+        "path": str(dest),
+        "sha256": sources.sha256_of(dest),
+        "size": dest.stat().st_size,
+        "key": sources.prune_key(src.archive, variant),
+        "from": src.as_json(),
+        "variant": variant.name,
+    }
+    record.write_json(meta_path, meta)
+    log(f"prune: wrote {dest} ({meta['size'] / 1e6:.1f} MB, sha256 {meta['sha256']})")
+    return meta
+
+
+def build_inputs(
+    settings: Settings,
+    rec: recipe.Recipe,
+    variant: recipe.Variant,
+    source: str,
+    log: Log,
+) -> llvm.BuildInputs:
+    """Resolve what the build consumes: `pruned` (default), `full`, or a path to an archive."""
+    if source not in ("pruned", "full"):
+        path = Path(source).resolve()
+        if not path.is_file():
+            raise SourceError(f"source archive {path} does not exist", "", "pass an existing .tar.xz")
+        meta_path = path.with_name("pruned.json")
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        digest = sources.sha256_of(path)
+        if meta is not None and meta.get("sha256") != digest:
+            raise SourceError(
+                f"{path} does not match {meta_path}",
+                f"expected sha256 {meta.get('sha256')}, got {digest}",
+                "copy the pruned archive and its pruned.json together, or prune again",
+            )
+        origin = [meta["from"]] if meta else [{"file": path.name, "sha256": digest, "origin": f"path:{path}"}]
+        return llvm.BuildInputs(rec, variant, path, digest, tuple(origin), meta)
+    src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
+    if source == "full":
+        return llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None)
+    meta = ensure_pruned(settings, rec, src, variant, log)
+    return llvm.BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (src.as_json(),), meta)
+
+
+def finished_build(settings: Settings, inputs: llvm.BuildInputs) -> dict[str, Any] | None:
+    """The record of an identical earlier build whose tree is still intact, else None."""
+    path = llvm.build_dir(settings, inputs.variant.name) / "record.json"
+    if not path.is_file():
+        return None
+    try:
+        rec = record.load_record(path)
+    except Exception:
+        return None
+    if rec.get("inputs_digest") != inputs.digest():
+        return None
+    root = Path(rec.get("install_root", ""))
+    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec["tree"]["digest"]:
+        return None
+    return rec
+
+
+def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]:
+    rec = recipe.load(settings.recipes_dir)
+    variant = recipe.resolve_variant(rec, settings.variant)
+    inputs = build_inputs(settings, rec, variant, source, log)
+    prev = finished_build(settings, inputs)
+    steps = [
+        Step("fetch", inputs.sources[0]["sha256"], True, f"{inputs.sources[0]['file']} ({inputs.sources[0]['origin']})", lambda: None),
+        Step(
+            "prune",
+            inputs.pruned["key"] if inputs.pruned else "-",
+            True,
+            f"{inputs.source_archive.name} sha256 {inputs.source_sha256[:16]}…",
+            lambda: None,
+        ),
+        Step(
+            f"build llvm-{variant.name}",
+            inputs.digest(),
+            prev is not None,
+            "up to date: " + prev["tree"]["digest"] if prev else f"{settings.jobs} jobs, offline={settings.offline}",
+            lambda: llvm.build(settings, inputs, log),
+        ),
+    ]
+    return steps
+
+
+def print_plan(steps: list[Step]) -> None:
+    print("plan:")
+    for i, s in enumerate(steps, 1):
+        state = "done" if s.done else "run "
+        print(f"  {i}. [{state}] {s.name:<22} inputs {s.inputs_digest[:16]}  {s.detail}")
+    sys.stdout.flush()
+
+
+def execute(steps: list[Step]) -> None:
+    for s in steps:
+        if not s.done:
+            s.run()

@@ -1,0 +1,185 @@
+"""Load and validate recipes and their variants into frozen dataclasses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import RecipeError
+
+_LIBRARY = re.compile(r"^(LLVM|MLIR)[A-Za-z0-9]+$")
+OPTION_NAMES = ("targets", "projects", "components", "tools")
+
+
+@dataclass(frozen=True)
+class Archive:
+    file: str
+    sha256: str
+    origin: str
+    strip_root: str
+    url: str = ""
+    apt_source_package: str = ""
+    apt_source_version: str = ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    options: tuple[tuple[str, str], ...]
+
+    def option(self, key: str) -> str:
+        return dict(self.options)[key]
+
+    def values(self, key: str) -> list[str]:
+        return [v.strip() for v in self.option(key).split(";") if v.strip()]
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps([self.name, self.options]).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    version: str
+    path: Path
+    source_date_epoch: int
+    archives: tuple[Archive, ...]
+    option_values: tuple[tuple[str, tuple[str, ...]], ...]
+    variants: tuple[Variant, ...]
+    default_variant: str
+    files_digest: str
+
+    def digest(self) -> str:
+        return self.files_digest
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise RecipeError(
+            f"unknown variant {name!r} of recipe {self.name}",
+            f"{self.path / 'variants.yml'} defines no such variant",
+            f"valid variants: {', '.join(v.name for v in self.variants)}",
+        )
+
+    def allowed(self, option: str) -> tuple[str, ...]:
+        return dict(self.option_values)[option]
+
+    def prefix(self, variant: str) -> str:
+        return f"/usr/lib64/{self.name}-{variant}-{self.version}"
+
+
+def _normalize(value: object) -> str:
+    """A ;-list with no stray spaces (YAML folding puts spaces between lines)."""
+    return ";".join(v.strip() for v in str(value).split(";") if v.strip())
+
+
+def _files_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise RecipeError(f"recipe file missing: {path}", "", "restore it from the repository") from exc
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"cannot parse {path}", str(exc), "fix the YAML syntax") from exc
+
+
+def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
+    path = recipes_dir / name
+    data = _read_yaml(path / "conandata.yml")
+    variants_data = _read_yaml(path / "variants.yml")
+    try:
+        versions = data["sources"]
+        if len(versions) != 1:
+            raise RecipeError(f"{path}/conandata.yml pins {len(versions)} versions", "exactly one is supported")
+        version, entry = next(iter(versions.items()))
+        archives = tuple(
+            Archive(
+                file=a["file"],
+                sha256=a["sha256"].lower(),
+                origin=a["origin"],
+                strip_root=a["strip_root"],
+                url=a.get("url", ""),
+                apt_source_package=a.get("apt_source_package", ""),
+                apt_source_version=a.get("apt_source_version", ""),
+            )
+            for a in entry["archives"]
+        )
+        option_values = tuple((k, tuple(str(x) for x in v)) for k, v in data["option_values"].items())
+        variants = tuple(
+            Variant(
+                name=vname,
+                description=str(v.get("description", "")),
+                options=tuple((k, _normalize(v["options"][k])) for k in OPTION_NAMES),
+            )
+            for vname, v in variants_data["variants"].items()
+        )
+        recipe = Recipe(
+            name=name,
+            version=str(version),
+            path=path,
+            source_date_epoch=int(entry["source_date_epoch"]),
+            archives=archives,
+            option_values=option_values,
+            variants=variants,
+            default_variant=str(variants_data["default"]),
+            files_digest=_files_digest(path),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RecipeError(f"malformed recipe data in {path}", f"missing or wrong field: {exc}", "compare with git") from exc
+    for v in recipe.variants:
+        validate_options(recipe, dict(v.options), context=f"variant {v.name}")
+    recipe.variant(recipe.default_variant)
+    return recipe
+
+
+def validate_options(recipe: Recipe, options: dict[str, str], context: str = "options") -> None:
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise RecipeError(
+            f"{context}: unknown option(s) {', '.join(unknown)}",
+            f"recipe {recipe.name} has no such option",
+            f"valid options: {', '.join(OPTION_NAMES)}",
+        )
+    for key in ("targets", "projects", "tools"):
+        values = [v.strip() for v in options.get(key, "").split(";") if v.strip()]
+        bad = [v for v in values if v not in recipe.allowed(key)]
+        if bad:
+            raise RecipeError(
+                f"{context}: unknown value(s) for {key}: {', '.join(bad)}",
+                f"recipe {recipe.name} {recipe.version} does not know them",
+                f"valid {key}: {', '.join(recipe.allowed(key))}",
+            )
+    comps = [v.strip() for v in options.get("components", "").split(";") if v.strip()]
+    bad = [c for c in comps if c not in recipe.allowed("components") and not _LIBRARY.match(c)]
+    if bad:
+        raise RecipeError(
+            f"{context}: unknown component(s): {', '.join(bad)}",
+            "components are LLVM/MLIR library names or named install components",
+            f"valid: LLVM<Library>, MLIR<Library>, {', '.join(recipe.allowed('components'))}",
+        )
+
+
+def resolve_variant(recipe: Recipe, name: str, overrides: dict[str, str] | None = None) -> Variant:
+    """The variant's options with user overrides applied, validated."""
+    base = recipe.variant(name)
+    options = dict(base.options)
+    if overrides:
+        validate_options(recipe, overrides, context="--option")
+        options.update({k: _normalize(v) for k, v in overrides.items()})
+    validate_options(recipe, options, context=f"variant {name}")
+    return Variant(base.name, base.description, tuple((k, options[k]) for k in OPTION_NAMES))

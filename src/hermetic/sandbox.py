@@ -1,0 +1,177 @@
+"""Run build steps offline, in a controlled environment, with progress.
+
+Every build step gets a fresh network namespace (`unshare --net`, or with a
+user namespace where the caller is not root) so nothing can reach the
+network, and a small fixed environment so the host's variables cannot leak
+into the bits.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from .errors import EnvironmentError_, OfflineError, SubprocessFailed
+
+_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
+# Variables a build may see from the host; everything else is dropped.
+_PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "CUDA_HOME", "SSL_CERT_FILE")
+
+
+@dataclass(frozen=True)
+class Offline:
+    """How a step was kept off the network; goes into the build record."""
+
+    enforced: bool
+    method: str  # "netns", "userns+netns" or "none"
+    reason: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"enforced": self.enforced, "method": self.method, "reason": self.reason}
+
+
+@functools.cache
+def _probe(argv: tuple[str, ...]) -> bool:
+    if shutil.which(argv[0]) is None:
+        return False
+    try:
+        return subprocess.run([*argv, "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+NETNS = ("unshare", "--net", "--")
+USERNS = ("unshare", "--user", "--map-root-user", "--net", "--")
+
+
+def offline_policy(mode: str) -> tuple[Offline, tuple[str, ...]]:
+    """The enforcement for `mode` (auto|require|off) and the command prefix that applies it."""
+    if mode == "off":
+        return Offline(False, "none", "offline enforcement turned off (--offline=off)"), ()
+    if _probe(NETNS):
+        return Offline(True, "netns", "each step ran in a fresh network namespace (unshare --net)"), NETNS
+    if _probe(USERNS):
+        return (
+            Offline(True, "userns+netns", "each step ran in a fresh user and network namespace"),
+            USERNS,
+        )
+    why = "this machine does not allow `unshare --net` (no CAP_SYS_ADMIN, user namespaces disabled)"
+    if mode == "require":
+        raise OfflineError(
+            "cannot enforce offline builds here",
+            why,
+            "run as root or enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), "
+            "or pass --offline=auto to build without enforcement (the record will say so)",
+        )
+    return Offline(False, "none", why + "; built without enforcement"), ()
+
+
+def build_env(epoch: int, extra: Mapping[str, str] | None = None, host: Mapping[str, str] | None = None) -> dict[str, str]:
+    host = os.environ if host is None else host
+    env = {k: host[k] for k in _PASS_THROUGH if k in host}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        {
+            "LC_ALL": "C",
+            "LANG": "C",
+            "TZ": "UTC",
+            "SOURCE_DATE_EPOCH": str(epoch),
+            "PYTHONHASHSEED": "0",
+            "ZERO_AR_DATE": "1",
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Progress:
+    """Shows ninja's [n/N] as a running count; quiet mode prints nothing until the end."""
+
+    def __init__(self, label: str, quiet: bool, stream: TextIO = sys.stderr) -> None:
+        self.label = label
+        self.quiet = quiet
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_pct = -1
+        self.last_time = 0.0
+
+    def line(self, text: str) -> None:
+        m = _PROGRESS.match(text)
+        if not m or self.quiet:
+            return
+        n, total = int(m.group(1)), int(m.group(2))
+        pct = n * 100 // max(total, 1)
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write(f"\r{self.label}: [{n}/{total}] {pct}%")
+            self.stream.flush()
+        elif pct != self.last_pct and (now - self.last_time > 10 or n == total or pct // 10 != self.last_pct // 10):
+            self.stream.write(f"{self.label}: [{n}/{total}] {pct}%\n")
+            self.stream.flush()
+            self.last_time = now
+        self.last_pct = pct
+
+    def done(self) -> None:
+        if self.tty and not self.quiet and self.last_pct >= 0:
+            self.stream.write("\n")
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    what: str,
+    env: Mapping[str, str],
+    cwd: Path,
+    prefix: Sequence[str] = (),
+    log_path: Path | None = None,
+    quiet: bool = False,
+    label: str = "",
+    fix: str = "",
+) -> str:
+    """Run one step; returns its output. Failure raises SubprocessFailed with a repro line."""
+    full = [*prefix, *argv]
+    if shutil.which(full[0], path=env.get("PATH")) is None:
+        raise EnvironmentError_(f"{full[0]} is not installed", f"needed to {what}", "run the README's set-up command")
+    progress = Progress(label or what, quiet)
+    chunks: list[str] = []
+    log = open(log_path, "a") if log_path else None
+    try:
+        with subprocess.Popen(
+            full,
+            cwd=cwd,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            umask=0o022,
+        ) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                chunks.append(line)
+                if log:
+                    log.write(line)
+                progress.line(line)
+            rc = proc.wait()
+    finally:
+        if log:
+            log.close()
+        progress.done()
+    output = "".join(chunks)
+    if rc != 0:
+        overrides = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        if log_path:
+            fix = fix or f"the full log is {log_path}"
+        raise SubprocessFailed(what, full, rc, output, str(cwd), overrides, fix)
+    return output

@@ -1,0 +1,159 @@
+"""One typed settings model, resolved once at the edge.
+
+Precedence: command line > `HERMETIC_*` environment > `[tool.hermetic]` in the
+project's pyproject.toml > defaults. Nothing below the CLI reads os.environ or
+TOML for hermetic's own settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+OFFLINE_MODES = ("auto", "require", "off")
+
+
+def find_root(start: Path) -> Path:
+    """The project root: the nearest directory holding recipes/llvm, else the package's checkout."""
+    for d in (start, *start.parents):
+        if (d / "recipes" / "llvm" / "conanfile.py").is_file():
+            return d
+    here = Path(__file__).resolve().parents[2]
+    if (here / "recipes" / "llvm" / "conanfile.py").is_file():
+        return here
+    raise UsageError(
+        "cannot find the hermetic recipes",
+        f"no recipes/llvm/conanfile.py above {start} or beside the installed package",
+        "run hermetic inside a hermetic checkout, or pass --root DIR",
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    cache_dir: Path
+    work_dir: Path
+    variant: str = "nvptx"
+    mirrors: tuple[Path, ...] = ()
+    offline: str = "auto"
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    quiet: bool = False
+    use_apt: bool = True
+    use_urls: bool = True
+
+    def digest(self) -> str:
+        data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def recipes_dir(self) -> Path:
+        return self.root / "recipes"
+
+    @property
+    def toolchain_dir(self) -> Path:
+        return self.root / "toolchain"
+
+
+def _pyproject_table(root: Path) -> Mapping[str, Any]:
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"cannot read {path}", str(exc), "fix the TOML syntax") from exc
+    table = data.get("tool", {}).get("hermetic", {})
+    return table if isinstance(table, dict) else {}
+
+
+_KEYS = {
+    "cache_dir": "CACHE",
+    "work_dir": "WORK_DIR",
+    "variant": "VARIANT",
+    "mirrors": "MIRRORS",
+    "offline": "OFFLINE",
+    "jobs": "JOBS",
+    "quiet": "QUIET",
+    "use_apt": "USE_APT",
+    "use_urls": "USE_URLS",
+}
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise UsageError(f"invalid value for {name}: {value!r}", "expected a boolean", "use 1/0, true/false")
+
+
+def resolve(
+    cli: Mapping[str, Any],
+    environ: Mapping[str, str],
+    cwd: Path,
+) -> Settings:
+    """Merge the layers; `cli` holds only the options the user actually gave."""
+    root = Path(cli["root"]).resolve() if cli.get("root") else find_root(cwd.resolve())
+    table = _pyproject_table(root)
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise UsageError(
+            f"unknown keys in [tool.hermetic]: {', '.join(unknown)}",
+            "hermetic does not know these settings",
+            f"valid keys: {', '.join(sorted(_KEYS))}",
+        )
+    merged: dict[str, Any] = {}
+    for key, env in _KEYS.items():
+        if cli.get(key) is not None:
+            merged[key] = cli[key]
+        elif f"HERMETIC_{env}" in environ:
+            merged[key] = environ[f"HERMETIC_{env}"]
+        elif key in table:
+            merged[key] = table[key]
+
+    home = Path(environ.get("HOME", str(Path.home())))
+    xdg = environ.get("XDG_CACHE_HOME")
+    cache = Path(merged.get("cache_dir") or (Path(xdg) / "hermetic" if xdg else home / ".cache" / "hermetic"))
+    work = Path(merged.get("work_dir") or root / "build")
+
+    mirrors_raw = merged.get("mirrors", ())
+    if isinstance(mirrors_raw, str):
+        mirrors_raw = [m for m in mirrors_raw.split(os.pathsep) if m]
+    mirrors = tuple(Path(m).expanduser().resolve() for m in mirrors_raw)
+
+    offline = str(merged.get("offline", "auto"))
+    if offline not in OFFLINE_MODES:
+        raise UsageError(
+            f"invalid offline mode {offline!r}", "", f"use one of: {', '.join(OFFLINE_MODES)}"
+        )
+    try:
+        jobs = int(merged.get("jobs", os.cpu_count() or 1))
+    except ValueError as exc:
+        raise UsageError(f"invalid job count {merged.get('jobs')!r}", "", "give a positive integer") from exc
+    if jobs < 1:
+        raise UsageError(f"invalid job count {jobs}", "", "give a positive integer")
+
+    return Settings(
+        root=root,
+        cache_dir=cache.expanduser().resolve(),
+        work_dir=work.expanduser().resolve(),
+        variant=str(merged.get("variant", "nvptx")),
+        mirrors=mirrors,
+        offline=offline,
+        jobs=jobs,
+        quiet=_as_bool("quiet", merged.get("quiet", False)),
+        use_apt=_as_bool("use_apt", merged.get("use_apt", True)),
+        use_urls=_as_bool("use_urls", merged.get("use_urls", True)),
+    )

@@ -1,0 +1,405 @@
+"""Source archives: fetch, verify, cache, prune.
+
+The cache is content-addressed: an archive lives at
+`<cache>/sources/sha256/<digest>/<file name>` and only ever gets there after its
+digest has been checked, through a temporary path and `os.replace`, so a
+tampered, truncated or partial download never becomes a cache entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SourceError, SubprocessFailed, disk_full
+from .recipe import Archive, Recipe, Variant
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CachedArchive:
+    archive: Archive
+    path: Path
+    origin: str  # where this copy came from: mirror path, URL or apt
+
+    def as_json(self) -> dict[str, str]:
+        return {"file": self.archive.file, "sha256": self.archive.sha256, "origin": self.origin}
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_path(cache_dir: Path, archive: Archive) -> Path:
+    return cache_dir / "sources" / "sha256" / archive.sha256 / archive.file
+
+
+def _origin_file(path: Path) -> Path:
+    return path.with_name(path.name + ".origin")
+
+
+def cached(cache_dir: Path, recipe: Recipe) -> CachedArchive | None:
+    for a in recipe.archives:
+        p = cache_path(cache_dir, a)
+        if p.is_file():
+            origin_file = _origin_file(p)
+            origin = origin_file.read_text().strip() if origin_file.is_file() else "cache"
+            return CachedArchive(a, p, origin)
+    return None
+
+
+def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move: bool = False) -> CachedArchive:
+    """Verify `candidate` and place it in the cache; refuse it (and leave nothing) if it differs."""
+    dest = cache_path(cache_dir, archive)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    try:
+        if move:
+            shutil.move(str(candidate), tmp)
+        else:
+            shutil.copyfile(candidate, tmp)
+        actual = sha256_of(tmp)
+        if actual != archive.sha256:
+            size = tmp.stat().st_size
+            raise SourceError(
+                f"source archive {archive.file} from {origin} does not match its pinned digest",
+                f"expected sha256 {archive.sha256}, got {actual} ({size} bytes)",
+                "the file is tampered, truncated or another release; remove it from that origin "
+                "and fetch again (nothing was cached)",
+            )
+        os.replace(tmp, dest)
+        _origin_file(dest).write_text(origin + "\n")
+    except OSError as exc:
+        if exc.errno == 28:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+        try:
+            dest.parent.rmdir()  # only succeeds when nothing was admitted
+        except OSError:
+            pass
+    return CachedArchive(archive, dest, origin)
+
+
+def _from_mirrors(cache_dir: Path, recipe: Recipe, mirrors: Iterable[Path], log: Log) -> CachedArchive | None:
+    for mirror in mirrors:
+        if not mirror.is_dir():
+            raise SourceError(
+                f"mirror directory {mirror} does not exist",
+                "it was given with --mirror or HERMETIC_MIRRORS",
+                "create it or drop it from the mirror list",
+            )
+        for a in recipe.archives:
+            cand = mirror / a.file
+            if cand.is_file():
+                log(f"fetch: verifying {cand}")
+                return admit(cache_dir, a, cand, f"mirror:{cand}")
+    return None
+
+
+def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | None:
+    for a in recipe.archives:
+        if not a.url:
+            continue
+        dest = cache_path(cache_dir, a)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(f".{a.file}.{os.getpid()}.download")
+        try:
+            log(f"fetch: downloading {a.url}")
+            with urllib.request.urlopen(a.url, timeout=30) as resp, open(part, "wb") as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            part.unlink(missing_ok=True)
+            try:
+                dest.parent.rmdir()
+            except OSError:
+                pass
+            log(f"fetch: {a.url} unreachable ({exc})")
+            continue
+        return admit(cache_dir, a, part, f"url:{a.url}", move=True)
+    return None
+
+
+def _deb_src_entries(etc_apt: Path) -> str:
+    """deb-src entries (deb822) mirroring the machine's own Debian `deb` entries."""
+    paragraphs: list[dict[str, str]] = []
+    parts = etc_apt / "sources.list.d"
+    for f in sorted(parts.glob("*.sources")) if parts.is_dir() else []:
+        for block in f.read_text().split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in block.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+            if fields:
+                paragraphs.append(fields)
+    one_line = [etc_apt / "sources.list", *(sorted(parts.glob("*.list")) if parts.is_dir() else [])]
+    for f in one_line:
+        if not f.is_file():
+            continue
+        for line in f.read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            if not words or words[0] != "deb":
+                continue
+            words = words[1:]
+            signed = ""
+            if words and words[0].startswith("["):
+                opts = []
+                while words:
+                    w = words.pop(0)
+                    opts.append(w.strip("[]"))
+                    if w.endswith("]"):
+                        break
+                for o in opts:
+                    if o.startswith("signed-by="):
+                        signed = o.split("=", 1)[1]
+            if len(words) >= 2:
+                p = {"Types": "deb", "URIs": words[0], "Suites": words[1], "Components": " ".join(words[2:])}
+                if signed:
+                    p["Signed-By"] = signed
+                paragraphs.append(p)
+    out = []
+    for p in paragraphs:
+        if "deb" not in p.get("Types", "").split() or p.get("Enabled", "yes").lower() == "no":
+            continue
+        # Debian's own archives carry source packages; third-party repositories usually do not.
+        if "debian" not in (p.get("URIs", "") + p.get("Signed-By", "")):
+            continue
+        lines = [f"Types: deb-src"] + [f"{k}: {v}" for k, v in p.items() if k != "Types"]
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise SubprocessFailed(what, argv, proc.returncode, proc.stdout, str(cwd) if cwd else None)
+
+
+def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/etc/apt")) -> CachedArchive | None:
+    debian = [a for a in recipe.archives if a.apt_source_package]
+    if not debian or shutil.which("apt-get") is None:
+        return None
+    apt_dir = cache_dir / "apt"
+    lists = apt_dir / "lists"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    parts = apt_dir / "sources.list.d"
+    parts.mkdir(exist_ok=True)
+    entries = _deb_src_entries(etc_apt)
+    if not entries.strip():
+        log("fetch: no Debian apt sources found on this machine; skipping apt")
+        return None
+    (parts / "hermetic-deb-src.sources").write_text(entries)
+    # A private apt configuration: the machine's own sources turned into deb-src,
+    # with lists kept in hermetic's cache so the system's apt state is not touched.
+    opts = [
+        "-o", "Dir::Etc::SourceList=/dev/null",
+        "-o", f"Dir::Etc::SourceParts={parts}",
+        "-o", f"Dir::State::Lists={lists}",
+        "-o", "APT::Sandbox::User=root",
+    ]
+    log("fetch: apt-get update (deb-src entries derived from the machine's apt sources)")
+    _run(["apt-get", "-q", *opts, "update"], "apt-get update for source packages failed")
+    for a in debian:
+        with tempfile.TemporaryDirectory(dir=apt_dir) as tmp:
+            spec = f"{a.apt_source_package}={a.apt_source_version}" if a.apt_source_version else a.apt_source_package
+            log(f"fetch: apt-get source --download-only {spec}")
+            proc = subprocess.run(
+                ["apt-get", "-q", *opts, "source", "--download-only", spec],
+                cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+            got = Path(tmp) / a.file
+            if proc.returncode != 0 or not got.is_file():
+                log(f"fetch: apt could not provide {spec}: {proc.stdout.strip().splitlines()[-1:]}")
+                continue
+            return admit(cache_dir, a, got, f"apt:{spec}", move=True)
+    return None
+
+
+def fetch(
+    cache_dir: Path,
+    recipe: Recipe,
+    mirrors: Iterable[Path] = (),
+    use_urls: bool = True,
+    use_apt: bool = True,
+    log: Log = lambda m: print(m, file=sys.stderr),
+) -> CachedArchive:
+    """A verified archive of the recipe's release, from the cache or, in order, mirrors, URLs, apt."""
+    hit = cached(cache_dir, recipe)
+    if hit is not None:
+        log(f"fetch: {hit.archive.file} already cached (sha256 {hit.archive.sha256[:12]}…)")
+        return hit
+    found = _from_mirrors(cache_dir, recipe, mirrors, log)
+    if found is None and use_urls:
+        found = _from_urls(cache_dir, recipe, log)
+    if found is None and use_apt:
+        found = _from_apt(cache_dir, recipe, log)
+    if found is None:
+        names = ", ".join(a.file for a in recipe.archives)
+        raise SourceError(
+            f"no source archive of {recipe.name} {recipe.version} could be fetched",
+            f"none of {names} is in the cache, a mirror, reachable by URL, or available through apt",
+            "put one of them in a directory and pass --mirror DIR (or set HERMETIC_MIRRORS)",
+        )
+    log(f"fetch: cached {found.archive.file} (sha256 {found.archive.sha256}) from {found.origin}")
+    return found
+
+
+# --- pruning ---------------------------------------------------------------
+
+# Subtrees no slim build reads, in every kept project.
+_DROP_IN_PROJECT = ("test", "unittests", "docs", "benchmarks", "examples", "bindings")
+# Needed by LLVM's configure: shared CMake modules and the third-party code LLVMSupport uses.
+_KEEP_TOP = ("cmake", "third-party")
+_DROP_TOP = ("third-party/benchmark", "third-party/unittest")
+# TargetParser's tablegen reads these targets' .td files even when they are not built.
+_TD_ALWAYS = ("ARM", "AArch64", "RISCV")
+PRUNE_RULES_VERSION = 1
+
+
+def prune_key(archive: Archive, variant: Variant) -> str:
+    data = {
+        "rules": PRUNE_RULES_VERSION,
+        "source": archive.sha256,
+        "targets": sorted(variant.values("targets")),
+        "projects": sorted(variant.values("projects")),
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def keep_path(rel: str, targets: set[str], projects: set[str]) -> bool:
+    """Whether a path (relative to the source root, '/'-separated) belongs to the pruned tree."""
+    parts = rel.split("/")
+    top = parts[0]
+    if len(parts) == 1:
+        return False  # loose files at the top (README, .clang-format) are not read by the build
+    if any(rel == d or rel.startswith(d + "/") for d in _DROP_TOP):
+        return False
+    if top in _KEEP_TOP:
+        return True
+    if top not in projects:
+        return False
+    if parts[1] in _DROP_IN_PROJECT:
+        return False
+    if top == "llvm" and len(parts) >= 4 and parts[1] == "lib" and parts[2] == "Target":
+        target = parts[3]
+        if len(parts) == 4 and "." in target:
+            return True  # files directly in lib/Target (TargetMachine.cpp, CMakeLists.txt, …)
+        if target in targets:
+            return True
+        return target in _TD_ALWAYS and rel.endswith(".td")
+    return True
+
+
+def _normalized(info: tarfile.TarInfo, name: str, epoch: int) -> tarfile.TarInfo:
+    out = tarfile.TarInfo(name)
+    out.mtime = min(int(info.mtime), epoch)
+    out.uid = out.gid = 0
+    out.uname = out.gname = ""
+    if info.isdir():
+        out.type = tarfile.DIRTYPE
+        out.mode = 0o755
+    elif info.issym():
+        out.type = tarfile.SYMTYPE
+        out.linkname = info.linkname
+        out.mode = 0o777
+    else:
+        out.type = tarfile.REGTYPE
+        out.mode = 0o755 if info.mode & 0o111 else 0o644
+    return out
+
+
+def prune(
+    source: CachedArchive,
+    variant: Variant,
+    version: str,
+    dest: Path,
+    epoch: int,
+    log: Log = lambda m: print(m, file=sys.stderr),
+) -> Path:
+    """Write a deterministic .tar.xz holding only what `variant` builds; returns its path."""
+    targets = set(variant.values("targets"))
+    projects = set(variant.values("projects"))
+    root = f"llvm-project-{version}.src"
+    strip = source.archive.strip_root.rstrip("/") + "/"
+    members: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
+    log(f"prune: reading {source.path.name} (this takes a minute)")
+    try:
+        with tarfile.open(source.path, "r:*") as tar:
+            for info in tar:
+                name = info.name.rstrip("/")
+                if not (name + "/").startswith(strip) or name + "/" == strip:
+                    continue
+                rel = name[len(strip):]
+                if info.isdir() or not keep_path(rel, targets, projects):
+                    continue
+                if not (info.isfile() or info.issym() or info.islnk()):
+                    continue
+                data = b""
+                if info.isfile() or info.islnk():
+                    f = tar.extractfile(info)
+                    data = f.read() if f is not None else b""
+                    if info.islnk():
+                        info = tarfile.TarInfo(info.name)  # hard links become plain copies
+                        info.mode = 0o644
+                members[rel] = (info, data)
+    except (tarfile.TarError, lzma.LZMAError, EOFError) as exc:
+        raise SourceError(
+            f"cannot read source archive {source.path}",
+            str(exc),
+            f"delete {source.path.parent} and run `hermetic fetch` again",
+        ) from exc
+    dirs: set[str] = set()
+    for rel in members:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    log(f"prune: writing {len(members)} files to {dest.name}")
+    try:
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as out:
+            top = tarfile.TarInfo(root)
+            top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, epoch
+            out.addfile(top)
+            for rel in sorted(dirs | set(members)):
+                if rel in members:
+                    info, data = members[rel]
+                    norm = _normalized(info, f"{root}/{rel}", epoch)
+                    norm.size = len(data) if norm.type == tarfile.REGTYPE else 0
+                    out.addfile(norm, io.BytesIO(data) if norm.type == tarfile.REGTYPE else None)
+                else:
+                    d = tarfile.TarInfo(f"{root}/{rel}")
+                    d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, epoch
+                    out.addfile(d)
+        # Single-threaded xz at a fixed preset: the same tar gives the same bytes.
+        with open(tmp, "wb") as f:
+            f.write(lzma.compress(raw.getvalue(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=6))
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno == 28:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    return dest

@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hermetic import recipe, sources
+from hermetic.errors import SourceError
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.unit
+
+EPOCH = 1736812800
+
+
+def make_source_tar(path: Path, top: str, mtime: int = 1_800_000_000) -> None:
+    """A tiny llvm-project lookalike with the parts pruning keeps and drops."""
+    files = {
+        "README.md": b"top\n",
+        "cmake/Modules/X.cmake": b"# shared\n",
+        "third-party/siphash/SipHash.h": b"// siphash\n",
+        "third-party/benchmark/b.cc": b"// bench\n",
+        "llvm/CMakeLists.txt": b"project(LLVM)\n",
+        "llvm/lib/Support/A.cpp": b"int a;\n",
+        "llvm/lib/Target/TargetMachine.cpp": b"// tm\n",
+        "llvm/lib/Target/CMakeLists.txt": b"# targets\n",
+        "llvm/lib/Target/NVPTX/NVPTX.td": b"// nvptx\n",
+        "llvm/lib/Target/NVPTX/NVPTXISel.cpp": b"// isel\n",
+        "llvm/lib/Target/AMDGPU/AMDGPU.td": b"// amdgpu\n",
+        "llvm/lib/Target/ARM/ARM.td": b"// arm\n",
+        "llvm/lib/Target/ARM/ARMISel.cpp": b"// arm isel\n",
+        "llvm/lib/Target/RISCV/RISCVFeatures.td": b"// rv\n",
+        "llvm/test/CodeGen/x.ll": b"; test\n",
+        "llvm/unittests/U.cpp": b"// unit\n",
+        "llvm/docs/index.rst": b"docs\n",
+        "llvm/utils/TableGen/T.cpp": b"// tblgen\n",
+        "mlir/lib/IR/Op.cpp": b"// mlir\n",
+        "clang/lib/Sema.cpp": b"// clang\n",
+    }
+    with tarfile.open(path, "w:xz") as tar:
+        for name, data in sorted(files.items(), reverse=True):  # unsorted order on purpose
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            info.mtime = mtime
+            info.uid, info.uname = 1000, "dev"
+            info.mode = 0o664
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> tuple[recipe.Recipe, Path]:
+    """The real recipe, with its pinned archive swapped for a small synthetic one."""
+    real = recipe.load(ROOT / "recipes")
+    archive_path = tmp_path / "mirror" / "llvm-project-19.1.7.src.tar.xz"
+    archive_path.parent.mkdir()
+    make_source_tar(archive_path, "llvm-project-19.1.7.src")
+    digest = hashlib.sha256(archive_path.read_bytes()).hexdigest()
+    upstream = replace(real.archives[0], sha256=digest, url="")
+    return replace(real, archives=(upstream,)), archive_path
+
+
+def no_log(msg: str) -> None:
+    pass
+
+
+def assert_nothing_cached(cache: Path) -> None:
+    left = [p for p in (cache / "sources").rglob("*") if p.is_file()] if (cache / "sources").exists() else []
+    assert left == [], f"refused archive left files in the cache: {left}"
+
+
+def test_mirror_archive_is_verified_and_cached(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, path = fake
+    cache = tmp_path / "cache"
+    got = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    assert got.path == cache / "sources" / "sha256" / rec.archives[0].sha256 / path.name
+    assert got.path.read_bytes() == path.read_bytes()
+    again = sources.fetch(cache, rec, [], use_urls=False, use_apt=False, log=no_log)
+    assert again.path == got.path and again.origin.startswith("mirror:")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], id="tampered"),
+        pytest.param(lambda b: b[: len(b) // 2], id="truncated"),
+        pytest.param(lambda b: b + b"\0" * 512, id="wrong-size"),
+    ],
+)
+def test_damaged_archive_is_refused_and_not_cached(fake: tuple[recipe.Recipe, Path], tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    rec, path = fake
+    path.write_bytes(damage(path.read_bytes()))
+    cache = tmp_path / "cache"
+    with pytest.raises(SourceError) as exc:
+        sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    msg = exc.value.render()
+    assert rec.archives[0].sha256 in msg
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in msg
+    assert str(path) in msg
+    assert_nothing_cached(cache)
+    assert sources.cached(cache, rec) is None
+
+
+def test_missing_everywhere_says_what_to_do(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, _ = fake
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SourceError) as exc:
+        sources.fetch(tmp_path / "cache", rec, [empty], use_urls=False, use_apt=False, log=no_log)
+    assert "--mirror" in exc.value.fix
+
+
+def test_missing_mirror_directory_is_an_error(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, _ = fake
+    with pytest.raises(SourceError, match="does not exist"):
+        sources.fetch(tmp_path / "c", rec, [tmp_path / "nope"], use_urls=False, use_apt=False, log=no_log)
+
+
+def test_prune_is_deterministic_and_keeps_only_what_the_variant_builds(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path
+) -> None:
+    rec, path = fake
+    src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    nvptx = rec.variant("nvptx")
+    a = sources.prune(src, nvptx, rec.version, tmp_path / "a" / "p.tar.xz", EPOCH, no_log)
+    b = sources.prune(src, nvptx, rec.version, tmp_path / "b" / "p.tar.xz", EPOCH, no_log)
+    assert a.read_bytes() == b.read_bytes()
+    with tarfile.open(a) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    files = {n.removeprefix("llvm-project-19.1.7.src/") for m, n in zip(members, names, strict=True) if m.isfile()}
+    assert files == {
+        "cmake/Modules/X.cmake",
+        "third-party/siphash/SipHash.h",
+        "llvm/CMakeLists.txt",
+        "llvm/lib/Support/A.cpp",
+        "llvm/lib/Target/TargetMachine.cpp",
+        "llvm/lib/Target/CMakeLists.txt",
+        "llvm/lib/Target/NVPTX/NVPTX.td",
+        "llvm/lib/Target/NVPTX/NVPTXISel.cpp",
+        "llvm/lib/Target/ARM/ARM.td",
+        "llvm/lib/Target/RISCV/RISCVFeatures.td",
+        "llvm/utils/TableGen/T.cpp",
+    }
+    for m in members:
+        assert (m.uid, m.gid, m.uname, m.gname) == (0, 0, "", "")
+        assert m.mtime <= EPOCH
+        assert m.mode in (0o644, 0o755)
+
+
+def test_prune_follows_the_variant(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, path = fake
+    src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    out = sources.prune(src, rec.variant("triton"), rec.version, tmp_path / "t.tar.xz", EPOCH, no_log)
+    with tarfile.open(out) as tar:
+        names = set(tar.getnames())
+    top = "llvm-project-19.1.7.src/"
+    assert top + "mlir/lib/IR/Op.cpp" in names
+    assert top + "llvm/lib/Target/AMDGPU/AMDGPU.td" in names
+    assert top + "clang/lib/Sema.cpp" not in names
+    key_nvptx = sources.prune_key(src.archive, rec.variant("nvptx"))
+    assert key_nvptx != sources.prune_key(src.archive, rec.variant("triton"))
+
+
+def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, _ = fake
+    bad = tmp_path / "bad.tar.xz"
+    bad.write_bytes(b"\xfd7zXZ\0garbage" * 10)
+    src = sources.CachedArchive(rec.archives[0], bad, "test")
+    with pytest.raises(SourceError, match="cannot read source archive"):
+        sources.prune(src, rec.variant("nvptx"), rec.version, tmp_path / "o.tar.xz", EPOCH, no_log)
+    assert not (tmp_path / "o.tar.xz").exists()
+
+
+def test_deb_src_entries_are_derived_from_the_machines_sources(tmp_path: Path) -> None:
+    etc = tmp_path / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    (etc / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n# a comment\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+        "Types: deb\nURIs: https://vendor.invalid/apt\nSuites: stable\nComponents: main\n"
+    )
+    (etc / "sources.list").write_text("deb [signed-by=/k.gpg] http://other.invalid/debian-security bookworm-security main\n")
+    text = sources._deb_src_entries(etc)
+    blocks = text.strip().split("\n\n")
+    assert len(blocks) == 2
+    assert all(b.startswith("Types: deb-src") for b in blocks)
+    assert "URIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates" in blocks[0]
+    assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in blocks[0]
+    assert "vendor.invalid" not in text
+    assert "URIs: http://other.invalid/debian-security" in blocks[1] and "Signed-By: /k.gpg" in blocks[1]

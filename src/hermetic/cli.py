@@ -68,7 +68,7 @@ def _overrides(pairs: Sequence[str] | None) -> dict[str, str]:
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep:
-            raise RecipeError(f"bad --option {pair!r}", "expected KEY=VALUE", f"e.g. --option targets=NVPTX;X86")
+            raise RecipeError(f"bad --option {pair!r}", "expected KEY=VALUE", "e.g. --option targets=NVPTX;X86")
         out[key.strip()] = value.strip()
     return out
 
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plugins() -> list[Callable[[Any, argparse.ArgumentParser], None]]:
     """Command groups living in their own modules register themselves here."""
-    out = []
+    out: list[Callable[[Any, argparse.ArgumentParser], None]] = []
     try:
         from .oci import cli as oci_cli
 

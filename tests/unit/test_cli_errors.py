@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, hermetic
 from hermetic import sandbox
 from hermetic.errors import ExitCode, OfflineError, SubprocessFailed
 from hermetic.settings import resolve
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import ROOT, hermetic  # noqa: E402
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,108 @@
+"""The `support` variant built from the real 19.1.7 source, offline, twice: same bits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, hermetic
+
+pytestmark = pytest.mark.integration
+
+PREFIX = "usr/lib64/llvm-support-19.1.7"
+
+
+@pytest.fixture(scope="module")
+def first(support_install: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(support_install.read_text())
+
+
+def test_record_says_what_was_built_and_how(first: dict) -> None:  # type: ignore[type-arg]
+    assert first["schema"] == "hermetic.build-record/1"
+    assert first["recipe"]["name"] == "llvm" and first["recipe"]["version"] == "19.1.7"
+    assert first["variant"] == "support"
+    assert first["options"]["components"] == "LLVMDemangle;LLVMSupport;llvm-headers;cmake-exports"
+    assert first["sources"][0]["sha256"] in (
+        "82401fea7b79d0078043f7598b835284d6650a75b93e64b6f761ea7b63097501",
+        "ae498f3bc58ae2d9f64ef5f0c035c4240152bf015a5b7738b15c22e93bdc97ce",
+    )
+    assert len(first["pruned"]["sha256"]) == 64 and first["pruned"]["size"] < 40e6
+    assert first["offline"]["enforced"] is True, first["offline"]
+    assert first["build_commands"] and first["build_commands"] > 50
+    for tool in ("cc", "cxx", "cmake", "ninja", "conan"):
+        assert first["toolchain"][tool] not in ("", "not found", "unknown"), tool
+    assert first["source_date_epoch"] == 1736812800
+    files = {f["path"]: f for f in first["tree"]["files"]}
+    assert f"{PREFIX}/lib/libLLVMSupport.a" in files
+    assert len(files[f"{PREFIX}/lib/libLLVMSupport.a"]["sha256"]) == 64
+
+
+def test_slim_tree_holds_only_the_variant(first: dict) -> None:  # type: ignore[type-arg]
+    paths = [f["path"] for f in first["tree"]["files"]]
+    libs = sorted(p.rsplit("/", 1)[1] for p in paths if p.startswith(f"{PREFIX}/lib/lib"))
+    assert libs == ["libLLVMDemangle.a", "libLLVMSupport.a"]
+    assert not any(p.startswith(f"{PREFIX}/bin") for p in paths), "no tools in a slim tree"
+    assert not any("/share/doc" in p or "/docs/" in p for p in paths)
+    assert all(p.startswith("usr") for p in paths)
+    exports = Path(first["install_root"], PREFIX, "lib/cmake/llvm/LLVMExports.cmake").read_text()
+    assert "LLVMSupport" in exports and "LLVMCore" not in exports
+
+
+def test_second_build_elsewhere_later_is_byte_identical(first: dict, tmp_path: Path, source_cache: Path) -> None:  # type: ignore[type-arg]
+    """Another directory, another cwd, another umask, another time: the same install tree."""
+    work = tmp_path / "elsewhere" / "deeper"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    old = os.umask(0o077)
+    try:
+        hermetic(
+            "--root", str(ROOT), "build", "llvm", "--variant", "support", "--work-dir", str(work),
+            "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "require", "--quiet",
+            cwd=cwd,
+        )
+    finally:
+        os.umask(old)
+    second = json.loads((work / "llvm" / "support" / "record.json").read_text())
+    assert second["install_root"] != first["install_root"]
+    assert second["offline"]["method"] in ("netns", "userns+netns")
+    diffs = [
+        (a["path"], a.get("sha256"), b.get("sha256"))
+        for a, b in zip(first["tree"]["files"], second["tree"]["files"], strict=False)
+        if a != b
+    ]
+    assert diffs == [] and len(first["tree"]["files"]) == len(second["tree"]["files"])
+    assert second["tree"]["digest"] == first["tree"]["digest"]
+
+
+def test_up_to_date_build_is_skipped(first: dict, source_cache: Path) -> None:  # type: ignore[type-arg]
+    work = Path(first["install_root"]).parents[2]
+    proc = hermetic("build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache))
+    assert "up to date" in proc.stderr
+    assert json.loads(proc.stdout)["tree_digest"] == first["tree"]["digest"]
+
+
+def _cmake_project(tmp_path: Path, llvm_dir: Path) -> str:
+    build = tmp_path / "consumer"
+    src = ROOT / "recipes" / "llvm" / "test_package"
+    subprocess.run(
+        ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DLLVM_DIR={llvm_dir}", "-DCMAKE_BUILD_TYPE=Release"],
+        check=True, capture_output=True, text=True,
+    )
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, text=True)
+    return subprocess.run([str(build / "llvm_test_package")], check=True, capture_output=True, text=True).stdout
+
+
+def test_find_package_against_the_installed_tree(first: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    llvm_dir = Path(first["install_root"], PREFIX, "lib/cmake/llvm")
+    assert _cmake_project(tmp_path, llvm_dir).strip() == "LLVM 19.1.7"
+
+
+def test_installed_tree_is_relocatable(first: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    moved = tmp_path / "opt" / "llvm"
+    shutil.copytree(Path(first["install_root"], PREFIX), moved, symlinks=True)
+    assert _cmake_project(tmp_path, moved / "lib/cmake/llvm").strip() == "LLVM 19.1.7"

@@ -1,0 +1,645 @@
+"""Offline, reproducible wheels of the compiler core, built against an LLVM prefix.
+
+The lifecycle: a build venv (cached by the requirements digest and the
+interpreter) is filled from the hash-pinned wheelhouse with `--no-index`; the
+project is copied to a pinned place under the work dir; `pip wheel
+--no-index --no-build-isolation` runs in the offline sandbox with a fixed
+environment, a pinned scikit-build-core build dir, prefix maps and
+toolchain/reproducible.cmake; the result is re-packed by our own code
+(sorted entries, fixed timestamps and modes, RECORD regenerated last) and
+tagged with the platform auditwheel vouches for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import recipe, record, sandbox
+from .errors import BuildError, RecipeError, UsageError
+from .settings import Settings
+from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
+
+Log = Callable[[str], None]
+
+WHEEL_RECORD_SCHEMA = "hermetic.wheel-record/1"
+# zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
+ZIP_EPOCH_MIN = 315532800
+_SKIP_IN_REPACK = ("RECORD", "RECORD.jws", "RECORD.p7s")
+
+
+# --- the compiler recipe (data) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelRecipe:
+    path: Path
+    project: str
+    requirements: str
+    llvm_recipe: str
+    cmake_defines: tuple[tuple[str, str], ...]
+    exclude: tuple[str, ...]
+    import_check: str
+
+    def digest(self) -> str:
+        data = [self.project, self.requirements, self.llvm_recipe, self.cmake_defines, self.exclude, self.import_check]
+        return hashlib.sha256(json.dumps(data).encode()).hexdigest()
+
+
+def load_wheel_recipe(recipes_dir: Path) -> WheelRecipe:
+    path = recipes_dir / "compiler" / "wheel.yml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise RecipeError(f"no compiler recipe at {path}", "", "restore recipes/compiler/wheel.yml from git") from exc
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"cannot read {path}", str(exc), "fix the YAML syntax") from exc
+    keys = {"project", "requirements", "llvm_recipe", "cmake_defines", "exclude", "import_check"}
+    if not isinstance(data, dict) or set(data) - keys or not {"project", "requirements"} <= set(data):
+        got = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise RecipeError(
+            f"{path} is malformed", f"keys: {got}", f"use the keys {', '.join(sorted(keys))} (project, requirements required)"
+        )
+    defines = data.get("cmake_defines") or {}
+    if not isinstance(defines, dict):
+        raise RecipeError(f"{path}: cmake_defines must be a mapping", f"got {defines!r}", "write KEY: VALUE pairs")
+    return WheelRecipe(
+        path=path,
+        project=str(data["project"]),
+        requirements=str(data["requirements"]),
+        llvm_recipe=str(data.get("llvm_recipe", "llvm")),
+        cmake_defines=tuple(sorted((str(k), str(v)) for k, v in defines.items())),
+        exclude=tuple(str(x) for x in data.get("exclude") or ()),
+        import_check=str(data.get("import_check", "")),
+    )
+
+
+# --- the LLVM prefix ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLVMPrefix:
+    prefix: Path
+    cmake_dir: Path
+    version: str
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+
+_LLVM_VERSION = re.compile(r'set\(\s*(?:LLVM_PACKAGE_VERSION|PACKAGE_VERSION)\s+"?([0-9]+(?:\.[0-9]+)*)"?\s*\)')
+
+
+def inspect_llvm(prefix: Path, required_major: int) -> LLVMPrefix:
+    """The LLVM install at prefix, or a UsageError saying what is wrong with it."""
+    if not prefix.is_dir():
+        raise UsageError(
+            f"LLVM prefix {prefix} does not exist",
+            "--llvm must name an installed LLVM (the directory holding lib/cmake/llvm)",
+            "build one with `hermetic build llvm`, unpack an image with `hermetic pull REF --unpack DIR`, "
+            "or use Debian's llvm-19-dev (--llvm /usr/lib/llvm-19)",
+        )
+    for sub in ("lib/cmake/llvm", "lib64/cmake/llvm"):
+        cmake_dir = prefix / sub
+        if (cmake_dir / "LLVMConfig.cmake").is_file():
+            break
+    else:
+        raise UsageError(
+            f"{prefix} holds no LLVMConfig.cmake",
+            f"looked in {prefix}/lib/cmake/llvm and {prefix}/lib64/cmake/llvm; the compiler core finds LLVM "
+            "through its CMake package",
+            "pass the install prefix itself (e.g. /usr/lib64/llvm-nvptx-19.1.7), of an LLVM built with its CMake "
+            "exports (every hermetic variant has them; on Debian: apt-get install llvm-19-dev)",
+        )
+    version = ""
+    for name in ("LLVMConfigVersion.cmake", "LLVMConfig.cmake"):
+        f = cmake_dir / name
+        if f.is_file():
+            m = _LLVM_VERSION.search(f.read_text(errors="replace"))
+            if m:
+                version = m.group(1)
+                break
+    if not version:
+        raise UsageError(f"cannot tell the LLVM version of {prefix}", f"no PACKAGE_VERSION in {cmake_dir}", "reinstall LLVM")
+    found = LLVMPrefix(prefix, cmake_dir, version)
+    if found.major != required_major:
+        raise UsageError(
+            f"{prefix} is LLVM {version}, the compiler core needs LLVM {required_major}",
+            f"tilec is written against the LLVM {required_major} C++ API (find_package(LLVM {required_major} CONFIG))",
+            f"pass an LLVM {required_major} prefix, e.g. one built by `hermetic build llvm` or /usr/lib/llvm-{required_major}",
+        )
+    return found
+
+
+def find_llvm_record(prefix: Path, work_dir: Path) -> dict[str, Any] | None:
+    """The hermetic build record whose install tree holds this prefix, if there is one."""
+    target = prefix.resolve()
+    candidates = [a / "record.json" for a in target.parents]
+    llvm_dir = work_dir / "llvm"
+    if llvm_dir.is_dir():
+        candidates += sorted(llvm_dir.glob("*/record.json"))
+    for path in candidates:
+        if not path.is_file():
+            continue
+        try:
+            rec = record.load_record(path)
+        except Exception:
+            continue
+        root = Path(str(rec.get("install_root", "")))
+        where = root / str(rec.get("prefix", "")).lstrip("/")
+        if where.resolve() == target:
+            return {
+                "path": str(path),
+                "variant": rec.get("variant"),
+                "inputs_digest": rec.get("inputs_digest"),
+                "tree_digest": rec.get("tree", {}).get("digest"),
+            }
+    return None
+
+
+# --- wheel names and deterministic re-packing --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelName:
+    distribution: str
+    version: str
+    build: str
+    python: str
+    abi: str
+    platform: str
+
+    @classmethod
+    def parse(cls, filename: str) -> WheelName:
+        parts = filename.removesuffix(".whl").split("-") if filename.endswith(".whl") else []
+        if len(parts) == 5:
+            return cls(parts[0], parts[1], "", *parts[2:])
+        if len(parts) == 6:
+            return cls(*parts)
+        raise BuildError(f"{filename!r} is not a wheel file name", "expected NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl", "")
+
+    @property
+    def tag(self) -> str:
+        return f"{self.python}-{self.abi}-{self.platform}"
+
+    def filename(self) -> str:
+        build = f"-{self.build}" if self.build else ""
+        return f"{self.distribution}-{self.version}{build}-{self.tag}.whl"
+
+    @property
+    def dist_info(self) -> str:
+        return f"{self.distribution}-{self.version}.dist-info"
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _retag_wheel_file(text: str, platform_tag: str) -> str:
+    out: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("Tag:"):
+            py, abi, _ = line.split(":", 1)[1].strip().split("-")
+            line = f"Tag: {py}-{abi}-{platform_tag}"
+            if line in seen:
+                continue
+            seen.add(line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _entry_mode(info: zipfile.ZipInfo) -> int:
+    return 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
+
+
+def repack(src: Path, dest_dir: Path, epoch: int, platform_tag: str | None = None) -> Path:
+    """Write src again into dest_dir, byte-for-byte determined by its contents and epoch.
+
+    Entries sorted (the .dist-info directory last, RECORD at the very end), every timestamp
+    the epoch, modes 0644 or 0755, deflate level 9, RECORD regenerated; a platform_tag
+    renames the file and rewrites the Tag lines of WHEEL.
+    """
+    name = WheelName.parse(src.name)
+    if platform_tag:
+        name = WheelName(name.distribution, name.version, name.build, name.python, name.abi, platform_tag)
+    dist_info = name.dist_info
+    entries: dict[str, tuple[bytes, int]] = {}
+    with zipfile.ZipFile(src) as zin:
+        for info in zin.infolist():
+            path = info.filename
+            if info.is_dir():
+                continue
+            if path.startswith("/") or ".." in path.split("/") or "\\" in path:
+                raise BuildError(f"{src.name} has an unsafe entry {path!r}", "entries must stay inside the wheel", "")
+            if path in (f"{dist_info}/{s}" for s in _SKIP_IN_REPACK):
+                continue
+            data = zin.read(info)
+            if path == f"{dist_info}/WHEEL" and platform_tag:
+                data = _retag_wheel_file(data.decode(), platform_tag).encode()
+            entries[path] = (data, _entry_mode(info))
+    if f"{dist_info}/WHEEL" not in entries:
+        raise BuildError(f"{src.name} has no {dist_info}/WHEEL", "not a valid wheel", "check the build backend's output")
+    record_path = f"{dist_info}/RECORD"
+    order = sorted(entries, key=lambda p: (p.startswith(dist_info + "/"), p))
+
+    rows = io.StringIO()
+    writer = csv.writer(rows, lineterminator="\n")
+    for p in order:
+        writer.writerow([p, _record_hash(entries[p][0]), len(entries[p][0])])
+    writer.writerow([record_path, "", ""])
+    entries[record_path] = (rows.getvalue().encode(), 0o644)
+    order.append(record_path)
+
+    date_time = time.gmtime(max(epoch, ZIP_EPOCH_MIN))[:6]
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / name.filename()
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with zipfile.ZipFile(tmp, "w") as zout:
+        for p in order:
+            data, mode = entries[p]
+            info = zipfile.ZipInfo(p, date_time)
+            info.create_system = 3  # unix, so external_attr carries the mode
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, dest)
+    return dest
+
+
+def verify_record(wheel: Path) -> list[str]:
+    """Problems with a wheel's RECORD (empty when every entry is listed with the right hash and size)."""
+    name = WheelName.parse(wheel.name)
+    problems: list[str] = []
+    with zipfile.ZipFile(wheel) as z:
+        names = [i.filename for i in z.infolist() if not i.is_dir()]
+        record_path = f"{name.dist_info}/RECORD"
+        if record_path not in names:
+            return [f"no {record_path}"]
+        rows = {r[0]: r for r in csv.reader(io.StringIO(z.read(record_path).decode())) if r}
+        for n in names:
+            if n == record_path:
+                continue
+            row = rows.pop(n, None)
+            if row is None:
+                problems.append(f"not in RECORD: {n}")
+                continue
+            data = z.read(n)
+            if row[1] != _record_hash(data) or row[2] != str(len(data)):
+                problems.append(f"RECORD mismatch: {n}")
+        rows.pop(record_path, None)
+        problems += [f"in RECORD but not in the wheel: {n}" for n in rows]
+    return problems
+
+
+# --- platform tag and glibc --------------------------------------------------------------------
+
+_GLIBC = re.compile(r"\b(GLIBC|GLIBCXX|CXXABI)_([0-9]+(?:\.[0-9]+)+)\b")
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def max_symbol_versions(text: str) -> dict[str, str]:
+    """Highest GLIBC_/GLIBCXX_/CXXABI_ version named in readelf/objdump output."""
+    best: dict[str, str] = {}
+    for lib, ver in _GLIBC.findall(text):
+        if lib not in best or _vkey(ver) > _vkey(best[lib]):
+            best[lib] = ver
+    return best
+
+
+def symbol_versions(binary: Path) -> dict[str, str]:
+    """The versions of glibc / libstdc++ the binary needs, read from its version-needs section."""
+    for argv in (["readelf", "--version-info", "--wide", str(binary)], ["objdump", "-T", str(binary)]):
+        if shutil.which(argv[0]) is None:
+            continue
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace")
+        if proc.returncode == 0:
+            text = proc.stdout
+            if argv[0] == "readelf":
+                # only the needs, not the definitions a library might export
+                text = text.split("Version needs section", 1)[-1] if "Version needs section" in text else ""
+            return max_symbol_versions(text)
+    raise BuildError(
+        f"cannot read the symbol versions of {binary.name}", "neither readelf nor objdump is installed",
+        "install binutils",
+    )
+
+
+def parse_auditwheel(output: str) -> dict[str, Any]:
+    for line in reversed(output.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            data = json.loads(line)
+            if isinstance(data, dict):
+                return data
+    raise BuildError("auditwheel show gave no JSON", output[-2000:], "run `auditwheel show --json WHEEL` by hand")
+
+
+def platform_from_audit(audit: Mapping[str, Any], current: str) -> str:
+    """The manylinux tag auditwheel calls consistent; otherwise the current (linux_*) tag stays."""
+    tag = str(audit.get("overall_tag", ""))
+    if tag.startswith(("manylinux", "musllinux")):
+        return tag
+    return current
+
+
+# --- the build ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelJob:
+    project: Path
+    llvm: LLVMPrefix
+    output: Path
+    wheelhouse: Path
+    requirements: Requirements
+    recipe: WheelRecipe
+    epoch: int
+    toolchain_file: Path
+
+    def venv_key(self, python: str) -> str:
+        data = [self.requirements.digest(), os.path.realpath(python), sys.version]
+        return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
+
+def _project_name(project: Path) -> str:
+    import tomllib
+
+    path = project / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise UsageError(f"{project} is not a Python project", f"no {path}", "pass the directory holding pyproject.toml (src/compiler)") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"cannot read {path}", str(exc), "fix the TOML syntax") from exc
+    name = data.get("project", {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{path} has no [project] name", "", "add [project] name = ...")
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).lower()
+
+
+def _no_spaces(**paths: Path) -> None:
+    for what, p in paths.items():
+        if any(c.isspace() for c in str(p)):
+            raise UsageError(
+                f"the {what} path {p} contains whitespace",
+                "it goes into compiler flags (-ffile-prefix-map) that CMake splits on spaces",
+                "choose a --work-dir without spaces",
+            )
+
+
+def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: tuple[str, ...], log: Log, log_path: Path) -> tuple[Path, bool]:
+    """The build venv for these requirements and this interpreter; returns (venv, reused)."""
+    venv = settings.work_dir / "wheel" / "venv" / job.venv_key(sys.executable)
+    marker = venv / "hermetic-venv.json"
+    if marker.is_file():
+        try:
+            if json.loads(marker.read_text()).get("requirements") == job.requirements.digest():
+                return venv, True
+        except (OSError, json.JSONDecodeError):
+            pass
+    check = require_wheelhouse(job.wheelhouse, job.requirements)
+    pip_files = check.found.get("pip", [])
+    if not pip_files:
+        raise RecipeError(
+            f"{job.requirements.path} does not pin pip",
+            "the build venv is created without pip and bootstrapped from the pinned pip wheel",
+            "add pip==VERSION --hash=sha256:… to the build requirements",
+        )
+    shutil.rmtree(venv, ignore_errors=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    log(f"wheel: creating the build venv {venv}")
+    sandbox.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], what="create the build venv",
+                env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True)
+    py = venv / "bin" / "python"
+    sandbox.run(
+        [str(py), f"{pip_files[0]}/pip", "install", "--no-index", "--find-links", str(job.wheelhouse),
+         "--require-hashes", "-r", str(job.requirements.path), "--no-warn-script-location", "--no-cache-dir"],
+        what="install the build requirements from the wheelhouse",
+        env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True,
+        fix=f"check the wheelhouse {job.wheelhouse} against {job.requirements.path} (`hermetic fetch` refills it)",
+    )
+    record.write_json(marker, {"requirements": job.requirements.digest(), "python": sys.version,
+                               "executable": os.path.realpath(sys.executable)})
+    return venv, False
+
+
+def plan(settings: Settings, project: Path | None, llvm_prefix: Path, output: Path | None, wheelhouse: Path | None) -> WheelJob:
+    """Resolve and validate everything a build needs, before anything runs."""
+    wr = load_wheel_recipe(settings.recipes_dir)
+    llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe)
+    proj = (project or settings.root / wr.project).resolve()
+    _project_name(proj)
+    llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]))
+    reqs = load_requirements(settings.root / wr.requirements)
+    wh = (wheelhouse or wheelhouse_dir(settings)).resolve()
+    require_wheelhouse(wh, reqs)
+    toolchain_file = settings.toolchain_dir / "reproducible.cmake"
+    if not toolchain_file.is_file():
+        raise RecipeError(f"{toolchain_file} is missing", "it makes CMake builds reproducible", "restore it from git")
+    return WheelJob(
+        project=proj, llvm=llvm, output=(output or settings.work_dir / "wheels").absolute(), wheelhouse=wh,
+        requirements=reqs, recipe=wr, epoch=llvm_rec.source_date_epoch, toolchain_file=toolchain_file,
+    )
+
+
+def _extract_binaries(wheel: Path, dest: Path) -> list[Path]:
+    out: list[Path] = []
+    with zipfile.ZipFile(wheel) as z:
+        for n in sorted(z.namelist()):
+            base = n.rsplit("/", 1)[-1]
+            if base.endswith(".so") or ".so." in base:
+                target = dest / base
+                target.write_bytes(z.read(n))
+                out.append(target)
+    return out
+
+
+def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
+    """Build, re-pack, tag and record the wheel; returns the record (also written as wheel-record.json)."""
+    started = time.monotonic()
+    base = settings.work_dir / "wheel"
+    name = _project_name(job.project)
+    src = base / "src" / name
+    build_dir = base / "build"
+    stage = base / "dist"
+    log_path = base / "build.log"
+    _no_spaces(work=base, project=job.project)
+    offline, prefix = sandbox.offline_policy(settings.offline)
+    log(f"wheel: plan: {job.project} against LLVM {job.llvm.version} at {job.llvm.prefix}")
+    log(f"wheel:   python {platform.python_version()} ({sys.executable}), SOURCE_DATE_EPOCH {job.epoch}")
+    log(f"wheel:   wheelhouse {job.wheelhouse} ({len(job.requirements.items)} pinned requirements)")
+    log(f"wheel:   offline: {offline.reason}")
+
+    base.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+    base_env = sandbox.build_env(job.epoch, {
+        "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    t0 = time.monotonic()
+    venv, reused = ensure_venv(job, settings, base_env, prefix, log, log_path)
+    venv_s = time.monotonic() - t0
+    log(f"wheel: build venv {'reused' if reused else 'created'}: {venv}")
+
+    for d in (src, build_dir, stage):
+        shutil.rmtree(d, ignore_errors=True)
+    src.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(job.project, src, ignore=shutil.ignore_patterns(*job.recipe.exclude), symlinks=True)
+    stage.mkdir()
+
+    maps = " ".join(
+        f"-ffile-prefix-map={p}=/hermetic/{n}" for p, n in ((src, f"src/{name}"), (build_dir, "build"), (venv, "venv"))
+    )
+    env = base_env | {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{base_env['PATH']}",
+        "VIRTUAL_ENV": str(venv),
+        "HERMETIC_PREFIX_MAPS": maps,
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
+        "NINJA_STATUS": "[%f/%t] ",
+    }
+    defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(job.toolchain_file)),
+               *job.recipe.cmake_defines]
+    argv = [
+        str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
+        "--no-cache-dir", "-v", "--wheel-dir", str(stage), f"--config-settings=build-dir={build_dir}",
+        *(f"--config-settings=cmake.define.{k}={v}" for k, v in defines), str(src),
+    ]
+    log(f"wheel: building {name} with {settings.jobs} jobs (log: {log_path})")
+    t0 = time.monotonic()
+    sandbox.run(argv, what=f"build the {name} wheel", env=env, cwd=base, prefix=prefix, log_path=log_path,
+                quiet=settings.quiet, label=f"wheel {name}")
+    build_s = time.monotonic() - t0
+    built = sorted(stage.glob("*.whl"))
+    if len(built) != 1:
+        raise BuildError(f"pip wheel produced {len(built)} wheels", f"in {stage}: {[p.name for p in built]}", f"see {log_path}")
+    raw = built[0]
+
+    t0 = time.monotonic()
+    current = WheelName.parse(raw.name).platform
+    auditwheel = venv / "bin" / "auditwheel"
+    audit: dict[str, Any] | None = None
+    tool = str(auditwheel) if auditwheel.is_file() else shutil.which("auditwheel")
+    if tool:
+        out = sandbox.run([tool, "show", "--json", str(raw)], what="check the platform tag with auditwheel",
+                          env=env, cwd=base, prefix=prefix, log_path=log_path, quiet=True)
+        audit = parse_auditwheel(out)
+    tag = platform_from_audit(audit, current) if audit else current
+    with tempfile.TemporaryDirectory(prefix="so-", dir=base) as tmp:
+        needs: dict[str, str] = {}
+        for so in _extract_binaries(raw, Path(tmp)):
+            for lib, ver in symbol_versions(so).items():
+                if lib not in needs or _vkey(ver) > _vkey(needs[lib]):
+                    needs[lib] = ver
+    wheel = repack(raw, job.output, job.epoch, tag if tag != current else None)
+    problems = verify_record(wheel)
+    if problems:
+        raise BuildError(f"the re-packed {wheel.name} is inconsistent", "; ".join(problems[:5]), "report this as a hermetic bug")
+    repack_s = time.monotonic() - t0
+    digest = record.file_sha256(wheel)
+    wname = WheelName.parse(wheel.name)
+    rec: dict[str, Any] = {
+        "schema": WHEEL_RECORD_SCHEMA,
+        "wheel": wheel.name,
+        "sha256": digest,
+        "size": wheel.stat().st_size,
+        "tag": wname.tag,
+        "platform_tag": {
+            "tag": wname.platform,
+            "from": "auditwheel" if audit else "none: auditwheel not available",
+            "auditwheel": {k: audit.get(k) for k in ("overall_tag", "sym_tag", "external_libs")} if audit else None,
+            "built_as": current,
+        },
+        "glibc_required": needs.get("GLIBC"),
+        "symbol_versions": needs,
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "tag": f"{wname.python}-{wname.abi}"},
+        "project": {"name": name, "path": str(job.project)},
+        "llvm": {"prefix": str(job.llvm.prefix), "cmake_dir": str(job.llvm.cmake_dir), "version": job.llvm.version,
+                 "record": find_llvm_record(job.llvm.prefix, settings.work_dir)},
+        "source_date_epoch": job.epoch,
+        "build_requirements": {"file": str(job.requirements.path), "digest": job.requirements.digest(),
+                               "pinned": job.requirements.as_json()},
+        "wheelhouse": str(job.wheelhouse),
+        "recipe_digest": job.recipe.digest(),
+        "offline": offline.as_json(),
+        "machine": f"{platform.system().lower()}-{platform.machine()}",
+        "timings_s": {"venv": round(venv_s, 1), "venv_reused": reused, "build": round(build_s, 1),
+                      "tag_and_repack": round(repack_s, 1), "total": round(time.monotonic() - started, 1)},
+    }
+    record.write_json(job.output / "wheel-record.json", rec)
+    shutil.rmtree(stage, ignore_errors=True)
+    log(f"wheel: {wheel} sha256 {digest} ({rec['timings_s']['total']:.0f}s)")
+    return rec
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import stderr_log
+
+    log = stderr_log(settings.quiet)
+    job = plan(
+        settings,
+        Path(args.project) if args.project else None,
+        Path(args.llvm),
+        Path(args.output) if args.output else None,
+        Path(args.wheelhouse) if args.wheelhouse else None,
+    )
+    rec = build_wheel(settings, job, log)
+    print(json.dumps({k: rec[k] for k in ("wheel", "sha256", "tag", "glibc_required")}
+                     | {"path": str(job.output / rec["wheel"]), "record": str(job.output / "wheel-record.json")}, indent=2))
+    return 0
+
+
+def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import stderr_log
+    from .wheelhouse import fetch_wheelhouse
+
+    path = fetch_wheelhouse(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
+    print(path)
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "wheel", parents=[common], help="build the compiler core's wheel against an LLVM prefix, offline and reproducibly"
+    )
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
+    p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
+    p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
+    p.add_argument("--wheelhouse", metavar="DIR", help="the pinned build requirements (default: CACHE/wheelhouse)")
+    p.set_defaults(func=cmd_wheel)
+
+    w = subparsers.add_parser(
+        "wheelhouse", parents=[common], help="download the hash-pinned build requirements (part of `hermetic fetch`)"
+    )
+    w.add_argument("--dest", metavar="DIR", help="fill this directory instead of CACHE/wheelhouse")
+    w.set_defaults(func=cmd_wheelhouse)
+

@@ -1,0 +1,285 @@
+"""Hash-pinned build requirements and the wheelhouse that holds them.
+
+`toolchain/build-requirements.txt` names every build requirement of the
+compiler core, transitive ones included, as `name==version --hash=sha256:…`.
+`fetch_wheelhouse` downloads exactly those files (binary only) into the cache
+once; builds then install from there with `--no-index`, so nothing needs the
+network at build time and the wheelhouse can be carried to an offline runner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import EnvironmentError_, RecipeError, SourceError
+from .settings import Settings
+
+Log = Callable[[str], None]
+
+# CPython versions whose build venvs the wheelhouse must serve: this machine's and the GPU runner's.
+TARGET_PYTHONS = ("3.11", "3.12")
+
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_VERSION = re.compile(r"^[A-Za-z0-9.+!_-]+$")
+_HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalisation: `Scikit_Build.Core` and `scikit-build-core` are one project."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str  # normalised
+    version: str
+    hashes: tuple[str, ...]  # sha256 hex digests, sorted
+
+    def line(self) -> str:
+        return f"{self.name}=={self.version} " + " ".join(f"--hash=sha256:{h}" for h in self.hashes)
+
+
+@dataclass(frozen=True)
+class Requirements:
+    path: Path
+    items: tuple[Requirement, ...]
+
+    def digest(self) -> str:
+        """Content digest of the pinned set (independent of comments and layout)."""
+        text = "\n".join(r.line() for r in sorted(self.items, key=lambda r: r.name))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, name: str) -> Requirement | None:
+        key = normalize_name(name)
+        return next((r for r in self.items if r.name == key), None)
+
+    def as_json(self) -> list[dict[str, object]]:
+        return [{"name": r.name, "version": r.version, "sha256": list(r.hashes)} for r in self.items]
+
+
+def parse_requirements(text: str, source: str = "<requirements>") -> tuple[Requirement, ...]:
+    """Parse a hash-pinned requirements file; anything not `name==version --hash=sha256:…` is refused."""
+    logical: list[tuple[int, str]] = []
+    pending = ""
+    start = 0
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not pending:
+            start = lineno
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        pending += line
+        if pending.strip():
+            logical.append((start, pending.strip()))
+        pending = ""
+    if pending.strip():
+        raise RecipeError(f"{source}:{start}: line continues past the end of the file", "a trailing backslash", "remove it")
+
+    out: dict[str, Requirement] = {}
+    for lineno, line in logical:
+        where = f"{source}:{lineno}"
+        spec, *opts = line.split()
+        if spec.startswith("-"):
+            raise RecipeError(
+                f"{where}: option {spec!r} is not allowed in the build requirements",
+                "only pinned requirements with hashes belong here; pip options are set by hermetic",
+                "write each requirement as NAME==VERSION --hash=sha256:HEX",
+            )
+        name, sep, version = spec.partition("==")
+        if not sep or not _NAME.match(name) or not version or not _VERSION.match(version) or "=" in version:
+            raise RecipeError(
+                f"{where}: {spec!r} is not pinned with ==",
+                "every build requirement must name one exact version so the wheelhouse is fixed",
+                "write NAME==VERSION (no ranges, markers, extras or URLs)",
+            )
+        hashes: list[str] = []
+        for opt in opts:
+            m = _HASH.match(opt)
+            if not m:
+                raise RecipeError(
+                    f"{where}: unexpected {opt!r} after {spec}",
+                    "only --hash=sha256:<64 lowercase hex digits> may follow a requirement",
+                    "fix the hash option or remove the extra text",
+                )
+            hashes.append(m.group(1))
+        if not hashes:
+            raise RecipeError(
+                f"{where}: {spec} has no --hash",
+                "every file must be verified before it is installed (pip --require-hashes)",
+                f"add --hash=sha256:… for each file of {spec} (sha256sum of the downloaded wheel)",
+            )
+        key = normalize_name(name)
+        if key in out:
+            raise RecipeError(f"{where}: {key} is listed twice", "one pin per project", "merge the two lines")
+        out[key] = Requirement(key, version, tuple(sorted(set(hashes))))
+    if not out:
+        raise RecipeError(f"{source} lists no requirements", "the file is empty", "restore it from git")
+    return tuple(sorted(out.values(), key=lambda r: r.name))
+
+
+def load_requirements(path: Path) -> Requirements:
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise RecipeError(
+            f"build requirements {path} do not exist", "the wheel build installs exactly what this file pins",
+            "restore toolchain/build-requirements.txt from git",
+        ) from exc
+    return Requirements(path, parse_requirements(text, str(path)))
+
+
+def wheelhouse_dir(settings: Settings) -> Path:
+    return settings.cache_dir / "wheelhouse"
+
+
+def wheel_project(filename: str) -> tuple[str, str] | None:
+    """(normalised name, version) of a wheel file name, None for anything else."""
+    if not filename.endswith(".whl"):
+        return None
+    parts = filename[:-4].split("-")
+    if len(parts) not in (5, 6):
+        return None
+    return normalize_name(parts[0]), parts[1]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Check:
+    """What the wheelhouse holds for each requirement."""
+
+    found: dict[str, list[Path]]  # requirement name → verified files
+    missing: tuple[str, ...]  # name==version with no verified file
+    bad: tuple[str, ...]  # files that claim a requirement but whose hash is not pinned
+
+
+def check_wheelhouse(directory: Path, reqs: Requirements) -> Check:
+    found: dict[str, list[Path]] = {r.name: [] for r in reqs.items}
+    bad: list[str] = []
+    files = sorted(directory.glob("*.whl")) if directory.is_dir() else []
+    for f in files:
+        proj = wheel_project(f.name)
+        req = reqs.get(proj[0]) if proj else None
+        if req is None or proj is None or proj[1] != req.version:
+            continue
+        if _sha256(f) in req.hashes:
+            found[req.name].append(f)
+        else:
+            bad.append(f.name)
+    missing = tuple(f"{r.name}=={r.version}" for r in reqs.items if not found[r.name])
+    return Check(found, missing, tuple(bad))
+
+
+def require_wheelhouse(directory: Path, reqs: Requirements) -> Check:
+    """The check, or a SourceError saying how to fill the wheelhouse."""
+    check = check_wheelhouse(directory, reqs)
+    if check.missing or check.bad:
+        problems = []
+        if check.missing:
+            problems.append(f"missing: {', '.join(check.missing)}")
+        if check.bad:
+            problems.append(f"hash not pinned in {reqs.path.name}: {', '.join(check.bad)}")
+        raise SourceError(
+            f"the wheelhouse {directory} does not hold the pinned build requirements",
+            "; ".join(problems),
+            "run `hermetic fetch` where PyPI is reachable (it fills <cache>/wheelhouse), then copy that "
+            "directory to this machine and pass --wheelhouse DIR or --cache",
+        )
+    return check
+
+
+def _platforms(machine: str) -> list[str]:
+    return [f"manylinux_2_17_{machine}", f"manylinux2014_{machine}"]
+
+
+def download_argv(
+    python: str, requirements: Path, dest: Path, py_version: str, machine: str
+) -> list[str]:
+    """The pip download command for one target CPython version."""
+    argv = [
+        python, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+        "--only-binary=:all:", "--require-hashes", "--no-deps", "-r", str(requirements), "-d", str(dest),
+        "--python-version", py_version, "--implementation", "cp",
+    ]
+    for plat in _platforms(machine):
+        argv += ["--platform", plat]
+    return argv
+
+
+def fetch_wheelhouse(
+    settings: Settings,
+    log: Log,
+    requirements: Path | None = None,
+    dest: Path | None = None,
+    pythons: Sequence[str] = TARGET_PYTHONS,
+    python: str = sys.executable,
+) -> Path:
+    """Fill the wheelhouse with every pinned build requirement; a no-op when it is complete."""
+    import platform
+
+    reqs = load_requirements(requirements or settings.toolchain_dir / "build-requirements.txt")
+    out = dest or wheelhouse_dir(settings)
+    check = check_wheelhouse(out, reqs)
+    if not check.missing and not check.bad:
+        log(f"wheelhouse: {len(reqs.items)} build requirements already in {out}")
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    for name in check.bad:
+        # A file of the right name with an unpinned hash: never keep what cannot be verified.
+        (out / name).unlink(missing_ok=True)
+    log(f"wheelhouse: downloading {len(reqs.items)} pinned build requirements for CPython {', '.join(pythons)}")
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=out) as tmp:
+        staging = Path(tmp)
+        for py in pythons:
+            argv = download_argv(python, reqs.path, staging, py, platform.machine())
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)
+            except FileNotFoundError as exc:
+                raise EnvironmentError_(f"{python} cannot run", str(exc), "install Python with pip") from exc
+            except subprocess.TimeoutExpired as exc:
+                raise SourceError("downloading the build requirements timed out", str(exc), "retry") from exc
+            if proc.returncode != 0:
+                tail = "\n    | ".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+                raise SourceError(
+                    f"cannot download the build requirements for CPython {py}",
+                    f"`pip download` exited with {proc.returncode}:\n    | {tail}",
+                    "check that PyPI (or your PIP_INDEX_URL mirror) is reachable; offline, copy a filled "
+                    f"wheelhouse to {out} or pass --wheelhouse DIR",
+                )
+        # pip verified the hashes; check again ourselves before anything enters the cache.
+        staged = check_wheelhouse(staging, reqs)
+        if staged.missing or staged.bad:
+            raise SourceError(
+                "the downloaded build requirements do not match their pins",
+                f"missing {list(staged.missing)}, unpinned {list(staged.bad)}",
+                f"update the hashes in {reqs.path} only if the new files are trusted",
+            )
+        for files in staged.found.values():
+            for f in files:
+                if not (out / f.name).is_file():
+                    shutil.move(str(f), out / f.name)
+    final = require_wheelhouse(out, reqs)
+    manifest = {r.name: [p.name for p in final.found[r.name]] for r in reqs.items}
+    (out / "wheelhouse.json").write_text(json.dumps({"requirements": reqs.digest(), "files": manifest}, indent=2, sort_keys=True) + "\n")
+    log(f"wheelhouse: {sum(len(v) for v in final.found.values())} verified files in {out}")
+    return out
+
+
+def files_for(check: Check, names: Iterable[str]) -> list[Path]:
+    return [f for n in names for f in check.found.get(normalize_name(n), [])]

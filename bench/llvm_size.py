@@ -50,7 +50,7 @@ def default_config_commands(archive: Path, strip_root: str, version: str) -> tup
             members = [
                 m for m in tar
                 if m.name.startswith(prefix) and m.name[len(prefix):].startswith(keep)
-                and "/test/" not in m.name[len(prefix):] and (m.isfile() or m.isdir() or m.issym())
+                and (m.isfile() or m.isdir() or m.issym())
             ]
             for m in members:
                 m.name = m.name[len(prefix):]
@@ -58,7 +58,7 @@ def default_config_commands(archive: Path, strip_root: str, version: str) -> tup
         started = time.monotonic()
         subprocess.run(
             ["cmake", "-G", "Ninja", "-S", str(root / "src" / "llvm"), "-B", str(root / "b"),
-             "-DCMAKE_BUILD_TYPE=Release", "-DLLVM_INCLUDE_TESTS=OFF"],
+             "-DCMAKE_BUILD_TYPE=Release"],
             check=True, capture_output=True, text=True,
         )
         seconds = time.monotonic() - started
@@ -72,6 +72,7 @@ def main() -> int:
     ap.add_argument("--source", type=Path, help="full source archive (default: the cached one)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hermetic")
     ap.add_argument("--json", type=Path, help="write the figures here")
+    ap.add_argument("--install-root", type=Path, help="the staged tree, when it was moved since the build")
     args = ap.parse_args()
 
     rec = json.loads(args.record.read_text())
@@ -93,7 +94,8 @@ def main() -> int:
 
     default_cmds, configure_s = default_config_commands(archive_path, archive.strip_root, llvm.version)
     sink = _Count()
-    layer = write_layer(sink, Path(rec["install_root"]), rec["prefix"].lstrip("/"), int(rec["source_date_epoch"]))  # type: ignore[arg-type]
+    install_root = args.install_root or Path(rec["install_root"])
+    layer = write_layer(sink, install_root, rec["prefix"].lstrip("/"), int(rec["source_date_epoch"]))  # type: ignore[arg-type]
     figures: dict[str, Any] = {
         "variant": rec["variant"],
         "llvm": llvm.version,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import llvm, record, recipe, sources
+from . import llvm, recipe, record, sources
 from .errors import SourceError
 from .settings import Settings
 
@@ -121,6 +121,8 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
     variant = recipe.resolve_variant(rec, settings.variant)
     inputs = build_inputs(settings, rec, variant, source, log)
     prev = finished_build(settings, inputs)
+    record_json = llvm.build_dir(settings, variant.name) / "record.json"
+    image_dir = settings.work_dir / "images"
     steps = [
         Step("fetch", inputs.sources[0]["sha256"], True, f"{inputs.sources[0]['file']} ({inputs.sources[0]['origin']})", lambda: None),
         Step(
@@ -137,8 +139,25 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
             "up to date: " + prev["tree"]["digest"] if prev else f"{settings.jobs} jobs, offline={settings.offline}",
             lambda: llvm.build(settings, inputs, log),
         ),
+        Step(
+            f"image llvm-{variant.name}",
+            inputs.digest(),
+            False,
+            f"OCI layout under {image_dir}",
+            lambda: _image(record_json, image_dir, log),
+        ),
     ]
     return steps
+
+
+def _image(record_json: Path, image_dir: Path, log: Log) -> None:
+    # Writing the layout takes seconds and is deterministic, so it is always redone
+    # rather than trusted from an earlier run.
+    from .oci.layout import spec_from_record, write_image
+
+    spec = spec_from_record(record_json)
+    result = write_image(spec, image_dir / spec.name)
+    log(f"image: {result.name} {result.manifest.digest} -> {result.layout}")
 
 
 def print_plan(steps: list[Step]) -> None:

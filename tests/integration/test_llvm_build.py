@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, hermetic
+from helpers import ROOT, hermetic
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, hermetic
+from helpers import ROOT, hermetic
 from hermetic import sandbox
 from hermetic.errors import ExitCode, OfflineError, SubprocessFailed
 from hermetic.settings import resolve

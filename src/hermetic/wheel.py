@@ -351,13 +351,16 @@ def symbol_versions(binary: Path) -> dict[str, str]:
 
 
 def parse_auditwheel(output: str) -> dict[str, Any]:
-    for line in reversed(output.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            data = json.loads(line)
-            if isinstance(data, dict):
-                return data
-    raise BuildError("auditwheel show gave no JSON", output[-2000:], "run `auditwheel show --json WHEEL` by hand")
+    """The JSON report of `auditwheel show --json` (pretty-printed, maybe among log lines)."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"^\{", output, re.MULTILINE):
+        try:
+            data, _ = decoder.raw_decode(output, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "overall_tag" in data:
+            return data
+    raise BuildError("auditwheel show gave no JSON report", output[-2000:], "run `auditwheel show --json WHEEL` by hand")
 
 
 def platform_from_audit(audit: Mapping[str, Any], current: str) -> str:

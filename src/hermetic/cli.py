@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import json
 import os
 import sys
@@ -147,15 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _plugins() -> list[Callable[[Any, argparse.ArgumentParser], None]]:
-    """Command groups living in their own modules register themselves here."""
-    out: list[Callable[[Any, argparse.ArgumentParser], None]] = []
-    try:
-        from .oci import cli as oci_cli
+# Command groups living in their own modules; each has `register(subparsers, common)`.
+_COMMAND_MODULES = (
+    "hermetic.oci.cli",
+    "hermetic.wheel",
+)
 
-        out.append(oci_cli.register)
-    except ImportError:
-        pass
+
+def _plugins() -> list[Callable[[Any, argparse.ArgumentParser], None]]:
+    out: list[Callable[[Any, argparse.ArgumentParser], None]] = []
+    for name in _COMMAND_MODULES:
+        module = importlib.import_module(name)
+        out.append(module.register)
     return out
 
 

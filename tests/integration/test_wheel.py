@@ -1,0 +1,156 @@
+"""`hermetic wheel src/compiler --llvm PREFIX`, for real: offline, reproducible, honestly tagged, importable.
+
+The compiler core is built twice against the same LLVM 19 prefix (Debian's
+llvm-19-dev, or HERMETIC_TEST_LLVM_PREFIX) in two different work dirs, from two
+different working directories and under two different umasks; the wheels must
+be the same bytes. The wheelhouse is filled once (from PyPI, or already in the
+cache) and every build runs with --no-index inside the network namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
+
+# Runs hermetic's real CLI with the wheel commands registered, whether or not cli.py lists them yet.
+RUNNER = """
+import sys
+from hermetic import cli, wheel
+plugins = cli._plugins
+cli._plugins = lambda: [*[p for p in plugins() if p is not wheel.register], wheel.register]
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def run_hermetic(*args: str, cwd: Path, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, *args], cwd=cwd, env=env, capture_output=True, text=True, umask=umask
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def wheel_cache(source_cache: Path) -> Path:
+    """The cache holding the filled wheelhouse (downloaded once, verified every time)."""
+    if not (PREFIX / "lib" / "cmake" / "llvm" / "LLVMConfig.cmake").is_file():
+        pytest.fail(f"no LLVM 19 at {PREFIX}: apt-get install llvm-19-dev or set HERMETIC_TEST_LLVM_PREFIX")
+    run_hermetic("wheelhouse", "--root", str(ROOT), "--cache", str(source_cache), cwd=ROOT)
+    return source_cache
+
+
+@pytest.fixture(scope="session")
+def two_builds(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Iterator[list[dict[str, Any]]]:
+    out: list[dict[str, Any]] = []
+    for label, umask, depth in (("a", 0o022, "w"), ("b", 0o077, "deeper/nested/w")):
+        base = tmp_path_factory.mktemp(f"wheel-{label}")
+        work = base / depth
+        cwd = base / "cwd"
+        cwd.mkdir()
+        proc = run_hermetic(
+            "wheel", str(ROOT / "src" / "compiler"), "--llvm", str(PREFIX),
+            "--root", str(ROOT), "--cache", str(wheel_cache), "--work-dir", str(work),
+            "--output", str(base / "dist"), "--jobs", os.environ.get("HERMETIC_TEST_JOBS", "2"), "--offline", "auto",
+            cwd=cwd, umask=umask,
+        )
+        printed = json.loads(proc.stdout)
+        rec = json.loads((base / "dist" / "wheel-record.json").read_text())
+        out.append({"printed": printed, "record": rec, "wheel": base / "dist" / rec["wheel"], "work": work})
+    yield out
+
+
+def test_two_builds_are_identical(two_builds: list[dict[str, Any]]) -> None:
+    a, b = two_builds
+    assert a["work"] != b["work"]
+    assert a["wheel"].name == b["wheel"].name
+    assert a["wheel"].read_bytes() == b["wheel"].read_bytes(), "the wheel differs between two builds"
+    import hashlib
+
+    digest = hashlib.sha256(a["wheel"].read_bytes()).hexdigest()
+    assert a["record"]["sha256"] == b["record"]["sha256"] == a["printed"]["sha256"] == digest
+    print(f"\nwheel {a['wheel'].name} sha256 {digest}; build times {a['record']['timings_s']} / {b['record']['timings_s']}")
+
+
+def test_record_says_what_was_built_and_how(two_builds: list[dict[str, Any]]) -> None:
+    rec = two_builds[0]["record"]
+    assert rec["schema"] == "hermetic.wheel-record/1"
+    assert rec["llvm"]["prefix"] == str(PREFIX) and rec["llvm"]["version"].startswith("19.")
+    assert rec["source_date_epoch"] > 0
+    pinned = {p["name"] for p in rec["build_requirements"]["pinned"]}
+    assert {"scikit-build-core", "nanobind", "cmake", "ninja"} <= pinned
+    assert set(rec["offline"]) == {"enforced", "method", "reason"}
+    assert rec["glibc_required"] and rec["glibc_required"].startswith("2.")
+    # the second build reused nothing from the first: its venv is its own
+    assert two_builds[1]["record"]["timings_s"]["venv_reused"] is False
+
+
+def test_zip_is_normalised(two_builds: list[dict[str, Any]]) -> None:
+    rec = two_builds[0]["record"]
+    with zipfile.ZipFile(two_builds[0]["wheel"]) as z:
+        infos = z.infolist()
+        names = [i.filename for i in infos]
+        assert names[-1].endswith(".dist-info/RECORD")
+        body = [n for n in names if ".dist-info/" not in n]
+        assert body == sorted(body)
+        assert any(n.startswith("tilec/_core") and n.endswith(".so") for n in names)
+        import time
+
+        stamp = time.gmtime(rec["source_date_epoch"])[:6]
+        for i in infos:
+            assert i.date_time == stamp
+            assert (i.external_attr >> 16) & 0o777 in (0o644, 0o755)
+
+
+def test_tag_is_what_auditwheel_reports(two_builds: list[dict[str, Any]]) -> None:
+    built = two_builds[0]
+    venvs = sorted((built["work"] / "wheel" / "venv").glob("*/bin/auditwheel"))
+    assert venvs, "the build venv has no auditwheel (it is a pinned build requirement)"
+    proc = subprocess.run([str(venvs[0]), "show", "--json", str(built["wheel"])], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    platform_tag = built["record"]["tag"].split("-", 2)[2]
+    assert platform_tag == report["overall_tag"]
+    assert built["record"]["platform_tag"]["from"] == "auditwheel"
+    glibc = [v for v in report["versioned_symbols"].get("libc.so.6", []) if v.startswith("GLIBC_2.")]
+    newest = max(glibc, key=lambda v: tuple(int(x) for x in v[len("GLIBC_"):].split(".")))
+    assert built["record"]["glibc_required"] == newest[len("GLIBC_"):]
+    if platform_tag.startswith("manylinux"):
+        assert not report["external_libs"]
+
+
+def test_wheel_installs_and_imports(two_builds: list[dict[str, Any]], tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
+         str(two_builds[0]["wheel"])],
+        check=True, capture_output=True, text=True,
+    )
+    code = (
+        "import json, tilec._core as c; "
+        "print(json.dumps({'file': c.__file__, 'llvm': c.llvm_version(), 'targets': c.registered_targets()}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")},
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["file"].startswith(str(target))
+    assert info["llvm"].startswith("19."), info
+    assert any("nvptx" in t.lower() for t in info["targets"]), info

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# GPU runner: on a CUDA machine without network, build the `nvptx` LLVM variant
+# from the pruned source archive, check its test_package PTX with ptxas, build
+# the tilec wheel against it offline, install the wheel into a fresh venv, run
+# the gpu test tier, and write one JSON report (always, also when a step fails).
+#
+#   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
+#                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
+#
+# Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
+#   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
+#   --out         report, log, junit xml, record, PTX, wheel, install-tree parts   (/tmp/hermetic-runner/out)
+#   --work        build directories, venv, private site-packages                  (/tmp/hermetic-runner/work)
+#   --jobs        parallel build jobs                                             (nproc)
+#   --wheelhouse  the hash-pinned build requirements `hermetic fetch` downloads   (.carry/wheelhouse)
+#   --wheels      wheels to install first into a private target (conan and its
+#                 pure-Python needs that the machine lacks)                       (.whl)
+#   --no-pack     do not tar the install tree (HERMETIC_RUNNER_PACK=0)
+#   --variant     LLVM variant (nvptx; another is only useful to try the runner itself)
+#
+# Outputs in --out: report.json, junit.xml, record.json, kernel.sm_80.ptx, the wheel,
+# llvm-$VARIANT-install.tar.xz.part-NN (15 MiB each; `cat` them to reassemble), and
+# `done` (the exit code), written last. Exit code: 0 when every step passed.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HELPERS="$REPO/tests/gpu/runner"
+
+SOURCE=${HERMETIC_RUNNER_SOURCE:-$REPO/.carry/llvm-project-19.1.7.src-nvptx.tar.xz}
+OUT=${HERMETIC_RUNNER_OUT:-/tmp/hermetic-runner/out}
+WORK=${HERMETIC_RUNNER_WORK:-/tmp/hermetic-runner/work}
+JOBS=${HERMETIC_RUNNER_JOBS:-$(nproc)}
+WHEELHOUSE=${HERMETIC_RUNNER_WHEELHOUSE:-}
+[[ -z $WHEELHOUSE && -d $REPO/.carry/wheelhouse ]] && WHEELHOUSE=$REPO/.carry/wheelhouse
+WHEELS=${HERMETIC_RUNNER_WHEELS:-$REPO/.whl}
+PACK=${HERMETIC_RUNNER_PACK:-1}
+VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
+PART_SIZE=15M
+
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while (($#)); do
+  case $1 in
+    --source) SOURCE=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    --jobs|-j) JOBS=$2; shift 2 ;;
+    --wheelhouse) WHEELHOUSE=$2; shift 2 ;;
+    --wheels) WHEELS=$2; shift 2 ;;
+    --no-pack) PACK=0; shift ;;
+    --variant) VARIANT=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) echo "runner: unknown argument $1" >&2; usage 2 ;;
+  esac
+done
+
+mkdir -p "$OUT" "$WORK" || exit 2
+OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
+rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" "$WORK/logs"
+STEPS="$OUT/steps.jsonl"
+FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
+SITE="$WORK/site"            # carried wheels (conan) go here
+BIN="$WORK/bin"              # a `conan` that finds $SITE, first on PATH
+HW="$WORK/hermetic"          # hermetic --work-dir
+VENV="$WORK/venv"
+DIST="$WORK/dist"
+PY=${PYTHON:-python3}
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+FAILED=0
+
+fact() { printf '%s=%s\n' "$1" "$2" >>"$FACTS"; }
+say() { printf '[runner %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+# step NAME CMD...: run one timed step; its result goes to steps.jsonl.
+step() {
+  local name=$1; shift
+  say "step $name: start"
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  mkdir -p "$WORK/logs"
+  "$@" 2>&1 | tee "$WORK/logs/$name.log"
+  rc=${PIPESTATUS[0]}
+  t1=$(date +%s.%N)
+  local wall
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+  local status=ok
+  if ((rc != 0)); then status=failed; FAILED=1; fi
+  printf '{"name":"%s","status":"%s","rc":%d,"wall_s":%s}\n' "$name" "$status" "$rc" "$wall" >>"$STEPS"
+  say "step $name: $status (rc $rc, ${wall}s)"
+  return "$rc"
+}
+
+# skip NAME REASON: a step that could not run because an earlier one failed.
+skip() {
+  local reason=${2//\"/\'}
+  printf '{"name":"%s","status":"skipped","reason":"%s"}\n' "$1" "$reason" >>"$STEPS"
+  say "step $1: skipped ($2)"
+}
+
+finish() {
+  local rc=$?
+  ((rc == 0 && FAILED)) && rc=1
+  fact FINISHED "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  say "writing $OUT/report.json"
+  PYTHONPATH="$REPO/src" "$PY" "$HELPERS/report.py" --out "$OUT" --work "$WORK" --repo "$REPO" --exit-code "$rc" \
+    || { echo "runner: report helper failed" >&2; rc=${rc:-1}; ((rc == 0)) && rc=3; }
+  echo "$rc" >"$OUT/done"
+  say "done (exit $rc)"
+  exit "$rc"
+}
+trap finish EXIT
+
+fact STARTED "$STARTED"
+fact SOURCE "$SOURCE"
+fact JOBS "$JOBS"
+fact VARIANT "$VARIANT"
+fact PACK_NAME "llvm-$VARIANT-install.tar.xz"
+fact WHEELHOUSE "$WHEELHOUSE"
+fact PY "$(command -v "$PY")"
+fact COMMIT "${HERMETIC_RUNNER_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}"
+say "repo $REPO, out $OUT, work $WORK, jobs $JOBS, source $SOURCE"
+
+# --- 1. carried wheels into a private target -----------------------------------------------
+install_wheels() {
+  rm -rf "$SITE" "$BIN" && mkdir -p "$SITE" "$BIN" || return 1
+  shopt -s nullglob
+  local whl=("$WHEELS"/*.whl)
+  shopt -u nullglob
+  if ((${#whl[@]})); then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${whl[@]}" || return 1
+  fi
+  # hermetic runs build steps with a fixed environment (no PYTHONPATH), so conan must find
+  # its package by itself: a two-line launcher on PATH.
+  cat >"$BIN/conan" <<EOF
+#!/bin/sh
+PYTHONPATH="$SITE\${PYTHONPATH:+:\$PYTHONPATH}" exec "$(command -v "$PY")" -m conans.conan "\$@"
+EOF
+  chmod +x "$BIN/conan"
+  "$BIN/conan" --version
+}
+export PATH="$BIN:$PATH"
+export PYTHONPATH="$REPO/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+hermetic() { "$PY" -m hermetic "$@"; }
+
+if ! step install-wheels install_wheels; then
+  for s in build-llvm ptxas wheel venv gpu-tests pack; do skip "$s" "install-wheels failed"; done
+  exit 1
+fi
+
+# --- 2. LLVM nvptx from the pruned archive, offline ------------------------------------------
+OFFLINE=require
+if unshare --net -- true 2>/dev/null || unshare --user --map-root-user --net -- true 2>/dev/null; then
+  fact OFFLINE_FALLBACK ""
+else
+  OFFLINE=auto
+  fact OFFLINE_FALLBACK "this machine cannot create a network namespace (unshare --net failed); built with --offline auto"
+  say "WARNING: no network namespace here; building with --offline auto"
+fi
+fact OFFLINE "$OFFLINE"
+if [[ -f $SOURCE ]]; then
+  fact SOURCE_SHA256 "$(sha256sum "$SOURCE" | cut -d' ' -f1)"
+  fact SOURCE_SIZE "$(stat -c %s "$SOURCE")"
+fi
+
+build_llvm() {
+  hermetic build llvm --variant "$VARIANT" --source "$SOURCE" --jobs "$JOBS" --offline "$OFFLINE" \
+    --work-dir "$HW" --cache "$WORK/cache" --no-apt --no-urls
+}
+RECORD="$HW/llvm/$VARIANT/record.json"
+PTX="$HW/llvm/$VARIANT/test_package/kernel.sm_80.ptx"
+if ! step build-llvm build_llvm; then
+  tail -n 80 "$HW/llvm/$VARIANT/build.log" 2>/dev/null | sed 's/^/  build.log: /' | tee -a "$WORK/logs/build-llvm.log"
+  skip ptxas "build-llvm failed"; skip wheel "build-llvm failed"; skip venv "build-llvm failed"
+  skip gpu-tests "build-llvm failed"; skip pack "build-llvm failed"
+  exit 1
+fi
+cp "$RECORD" "$OUT/record.json"
+PREFIX=$("$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1])); print(os.path.join(r["install_root"], r["prefix"].lstrip("/")))' "$RECORD")
+fact LLVM_PREFIX "$PREFIX"
+
+# --- 3. ptxas accepts the test_package PTX ------------------------------------------------------
+find_ptxas() {
+  local c
+  for c in "${TILEC_PTXAS:-}" "$(command -v ptxas 2>/dev/null)" "${CUDA_HOME:-/nonexistent}/bin/ptxas" /usr/local/cuda/bin/ptxas; do
+    [[ -n $c && -x $c ]] && { echo "$c"; return 0; }
+  done
+  "$PY" - <<'EOF'
+import glob, os, site
+for d in site.getsitepackages():
+    for p in sorted(glob.glob(os.path.join(d, "nvidia", "**", "bin", "ptxas"), recursive=True)):
+        print(p); raise SystemExit(0)
+raise SystemExit(1)
+EOF
+}
+PTXAS=$(find_ptxas) || PTXAS=""
+fact PTXAS "$PTXAS"
+check_ptx() {
+  [[ -n $PTXAS ]] || { echo "no ptxas found (TILEC_PTXAS, PATH, CUDA_HOME, /usr/local/cuda, nvidia wheels)"; return 1; }
+  [[ -f $PTX ]] || { echo "the test_package wrote no PTX at $PTX"; return 1; }
+  cp "$PTX" "$OUT/kernel.sm_80.ptx"
+  "$PTXAS" -arch=sm_80 -v "$PTX" -o "$WORK/kernel.sm_80.cubin" 2>&1 | tee "$OUT/ptxas.txt"
+  local rc=${PIPESTATUS[0]}
+  ((rc == 0)) && fact CUBIN_SIZE "$(stat -c %s "$WORK/kernel.sm_80.cubin")"
+  return "$rc"
+}
+step ptxas check_ptx
+
+# --- 4. the tilec wheel against our LLVM, offline ----------------------------------------------
+HAVE_WHEEL_CMD=0
+hermetic wheel --help >/dev/null 2>&1 && HAVE_WHEEL_CMD=1
+fact HAVE_WHEEL_CMD "$HAVE_WHEEL_CMD"
+build_wheel() {
+  rm -rf "$DIST" && mkdir -p "$DIST" || return 1
+  local extra=()
+  [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
+  hermetic wheel "$REPO/src/compiler" --llvm "$PREFIX" --output "$DIST" --offline "$OFFLINE" \
+    --work-dir "$HW" --cache "$WORK/cache" --jobs "$JOBS" "${extra[@]}" || return 1
+  cp "$DIST/wheel-record.json" "$OUT/" 2>/dev/null
+  shopt -s nullglob
+  local w=("$DIST"/*.whl)
+  shopt -u nullglob
+  ((${#w[@]} == 1)) || { echo "expected one wheel in $DIST, found ${#w[@]}"; return 1; }
+  fact WHEEL "${w[0]}"
+  cp "${w[0]}" "$OUT/"
+}
+WHEEL_OK=0
+if ((HAVE_WHEEL_CMD)); then
+  if step wheel build_wheel; then WHEEL_OK=1; else
+    tail -n 60 "$HW/wheel/build.log" 2>/dev/null | sed 's/^/  wheel build.log: /' | tee -a "$WORK/logs/wheel.log"
+  fi
+else
+  skip wheel "this checkout has no 'hermetic wheel' command"
+fi
+
+# --- 5. a fresh venv with the wheel, and the gpu tier ------------------------------------------
+make_venv() {
+  rm -rf "$VENV"
+  local how=pip
+  "$PY" -m venv --system-site-packages "$VENV" || { how=no-pip; rm -rf "$VENV"; "$PY" -m venv --without-pip --system-site-packages "$VENV" || return 1; }
+  # When python3 is itself a venv (the CUDA image's is), --system-site-packages points at the
+  # base interpreter, not at the packages beside torch: name those in a .pth, after our own.
+  local purelib
+  purelib=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || return 1
+  "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/zz_runner_parent.pth" || return 1
+  local w
+  w=$(grep '^WHEEL=' "$FACTS" | tail -1 | cut -d= -f2-)
+  if [[ $how == pip ]]; then
+    "$VENV/bin/python" -m pip install -q --no-index --no-deps --no-cache-dir "$w" || return 1
+  else
+    "$PY" -m pip --python "$VENV/bin/python" install -q --no-index --no-deps --no-cache-dir "$w" || return 1
+  fi
+  (cd / && env -u PYTHONPATH "$VENV/bin/python" -c '
+import importlib.metadata as m, tilec, sys
+print("tilec", m.version("tilec"), "from", tilec.__file__)
+assert sys.prefix != sys.base_prefix
+for name in ("torch", "cuda.bindings", "llvmlite", "numpy", "pytest"):
+    __import__(name)
+')
+}
+run_gpu_tests() {
+  # pytest from the repo root (its markers and settings), tilec from the venv only.
+  (cd "$REPO" && env -u PYTHONPATH TILEC_TEST_INSTALLED=1 TILEC_CACHE_DIR="$WORK/tilec-cache" \
+    ${PTXAS:+TILEC_PTXAS="$PTXAS"} "$VENV/bin/python" -m pytest tests/gpu -m gpu -p no:cacheprovider \
+    -v -rA --junitxml="$OUT/junit.xml") || return
+  # On a GPU runner a tier that only skipped has not tested anything.
+  "$PY" - "$OUT/junit.xml" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
+passed = [c for c in cases if not any(ch.tag in ("failure", "error", "skipped") for ch in c)]
+if not passed:
+    sys.exit(f"no gpu test passed ({len(cases)} collected): is there a CUDA device?")
+EOF
+}
+if ((WHEEL_OK)); then
+  if step venv make_venv; then
+    step gpu-tests run_gpu_tests
+  else
+    skip gpu-tests "the wheel could not be installed into a fresh venv"
+  fi
+else
+  skip venv "no wheel"; skip gpu-tests "no wheel"
+fi
+
+# --- 6. the install tree, packed for carrying home ---------------------------------------------
+pack() {
+  local install epoch
+  install=$(dirname "$(dirname "$(dirname "$PREFIX")")")  # .../install (holds usr/)
+  epoch=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["source_date_epoch"])' "$RECORD")
+  rm -f "$OUT"/llvm-$VARIANT-install.tar.xz*
+  tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=gnu \
+    -C "$install" -cf - usr | xz -T0 -6 >"$WORK/llvm-$VARIANT-install.tar.xz" || return 1
+  fact PACK_SHA256 "$(sha256sum "$WORK/llvm-$VARIANT-install.tar.xz" | cut -d' ' -f1)"
+  fact PACK_SIZE "$(stat -c %s "$WORK/llvm-$VARIANT-install.tar.xz")"
+  split -b "$PART_SIZE" -d -a 2 "$WORK/llvm-$VARIANT-install.tar.xz" "$OUT/llvm-$VARIANT-install.tar.xz.part-" || return 1
+  (cd "$OUT" && sha256sum llvm-$VARIANT-install.tar.xz.part-* >"$OUT/llvm-$VARIANT-install.parts.sha256")
+}
+if ((PACK)); then step pack pack; else skip pack "--no-pack"; fi
+
+((FAILED)) && exit 1
+exit 0

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Drive runner.sh on a leased device machine whose calls last at most 10 minutes:
+# start it detached from a snapshot of the checkout, wait for it across calls,
+# and copy its results into $OUT in groups that fit what a call brings back
+# (at most 8 files, 16 MiB each, 64 MiB together).
+#
+#   device.sh start [WAIT_S] [runner args...]   snapshot, launch detached, then wait up to WAIT_S (default 540)
+#   device.sh wait [WAIT_S]                     wait for the done marker; exit 0 when done, 3 when still running
+#   device.sh rerun [WAIT_S] [runner args...]   run runner.sh again from an updated snapshot (LLVM is skipped
+#                                               when its record still matches its inputs)
+#   device.sh collect main                      report, log, record, PTX, junit xml, wheel record, wheel -> $OUT
+#   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
+set -uo pipefail
+
+BASE=${HERMETIC_DEVICE_BASE:-/tmp/hr}
+SNAP="$BASE/repo"
+RUN_OUT="$BASE/out"
+LOG="$BASE/runner.log"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+
+wait_done() {
+  local limit=${1:-540} t0=$SECONDS last=-60
+  while ((SECONDS - t0 < limit)); do
+    if [[ -f $RUN_OUT/done ]]; then
+      echo "== runner done, exit $(cat "$RUN_OUT/done") after waiting $((SECONDS - t0))s"
+      tail -n 40 "$LOG"
+      return 0
+    fi
+    if ((SECONDS - last >= 60)); then
+      last=$SECONDS
+      echo "== $(date -u +%H:%M:%S) waiting: $(grep -E '^\[runner|: \[[0-9]+/[0-9]+\]' "$LOG" 2>/dev/null | tail -n 1)"
+    fi
+    sleep 5
+  done
+  echo "== still running after ${limit}s"
+  tail -n 5 "$LOG"
+  return 3
+}
+
+launch() {
+  mkdir -p "$BASE"
+  (cd "$SNAP" && HERMETIC_RUNNER_OUT="$RUN_OUT" HERMETIC_RUNNER_WORK="$BASE/work" \
+    setsid nohup bash tests/gpu/runner.sh "$@" >"$LOG" 2>&1 </dev/null &)
+  echo "== launched runner.sh $* (log $LOG)"
+}
+
+snapshot() {
+  rm -rf "$SNAP" && mkdir -p "$SNAP"
+  (cd "$HERE" && tar --exclude=./.git -cf - .) | tar -C "$SNAP" -xf -
+}
+
+copy_limited() {  # copy_limited FILE...: into $OUT, splitting any file over 15 MiB
+  local f
+  for f in "$@"; do
+    [[ -f $f ]] || { echo "missing: $f"; continue; }
+    if (($(stat -c %s "$f") > 15 * 1024 * 1024)); then
+      split -b 15M -d -a 2 "$f" "$OUT/$(basename "$f").part-"
+    else
+      cp "$f" "$OUT/"
+    fi
+  done
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  start)
+    limit=${1:-540}; shift || true
+    echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1); $(nproc) cores; python3 $(python3 -V 2>&1)"
+    echo "== ptxas $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>&1); cmake $(command -v cmake); ninja $(command -v ninja); g++ $(command -v g++)"
+    snapshot
+    launch "$@"
+    wait_done "$limit"
+    ;;
+  rerun)
+    limit=${1:-540}; shift || true
+    [[ -f $RUN_OUT/done ]] || { echo "runner still running"; exit 3; }
+    cp "$HERE/tests/gpu/runner.sh" "$SNAP/tests/gpu/runner.sh"
+    cp "$HERE"/tests/gpu/runner/*.py "$HERE"/tests/gpu/runner/*.sh "$SNAP/tests/gpu/runner/"
+    mv "$LOG" "$LOG.1" 2>/dev/null
+    launch "$@"
+    wait_done "$limit"
+    ;;
+  wait)
+    wait_done "${1:-540}"
+    ;;
+  collect)
+    : "${OUT:?OUT is not set}"
+    case ${1:-main} in
+      main)
+        cp "$LOG" "$OUT/runner.log"
+        shopt -s nullglob
+        copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/kernel.sm_80.ptx" \
+          "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl
+        ls -l "$OUT" "$RUN_OUT"
+        ;;
+      parts)
+        first=${2:-0}
+        shopt -s nullglob
+        parts=("$RUN_OUT"/llvm-*-install.tar.xz.part-*)
+        cp "${parts[@]:first:4}" "$OUT/"
+        cp "$RUN_OUT"/llvm-*-install.parts.sha256 "$OUT/" 2>/dev/null
+        echo "== ${#parts[@]} parts in all; copied from $first"
+        ls -l "$OUT"
+        ;;
+    esac
+    ;;
+  *)
+    sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 2 ;;
+esac

@@ -1,9 +1,9 @@
 """`hermetic wheel src/compiler --llvm PREFIX`, for real: offline, reproducible, honestly tagged, importable.
 
 The compiler core is built twice against the same LLVM 19 prefix (Debian's
-llvm-19-dev, or HERMETIC_TEST_LLVM_PREFIX) in two different work dirs, from two
-different working directories and under two different umasks; the wheels must
-be the same bytes. The wheelhouse is filled once (from PyPI, or already in the
+llvm-19-dev, or HERMETIC_TEST_LLVM_PREFIX) from two copies of the project in
+different places, in two different work dirs, from two different working
+directories and under two different umasks; the wheels must be the same bytes. The wheelhouse is filled once (from PyPI, or already in the
 cache) and every build runs with --no-index inside the network namespace.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,21 +26,11 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
 
-# Runs hermetic's real CLI with the wheel commands registered, whether or not cli.py lists them yet.
-RUNNER = """
-import sys
-from hermetic import cli, wheel
-plugins = cli._plugins
-cli._plugins = lambda: [*[p for p in plugins() if p is not wheel.register], wheel.register]
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 def run_hermetic(*args: str, cwd: Path, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, *args], cwd=cwd, env=env, capture_output=True, text=True, umask=umask
+        [sys.executable, "-m", "hermetic", *args], cwd=cwd, env=env, capture_output=True, text=True, umask=umask
     )
     if proc.returncode != 0:
         raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -57,14 +48,23 @@ def wheel_cache(source_cache: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def two_builds(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Iterator[list[dict[str, Any]]]:
+    # One snapshot of the project, copied to two places: the builds also differ in the project's location,
+    # and an edit to src/compiler between the two builds cannot make them differ.
+    snap = tmp_path_factory.mktemp("project")
+    first = snap / "a" / "compiler"
+    shutil.copytree(ROOT / "src" / "compiler", first, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
+    shutil.copytree(first, snap / "b" / "elsewhere" / "compiler")
     out: list[dict[str, Any]] = []
-    for label, umask, depth in (("a", 0o022, "w"), ("b", 0o077, "deeper/nested/w")):
+    for label, umask, depth, project in (
+        ("a", 0o022, "w", first),
+        ("b", 0o077, "deeper/nested/w", snap / "b" / "elsewhere" / "compiler"),
+    ):
         base = tmp_path_factory.mktemp(f"wheel-{label}")
         work = base / depth
         cwd = base / "cwd"
         cwd.mkdir()
         proc = run_hermetic(
-            "wheel", str(ROOT / "src" / "compiler"), "--llvm", str(PREFIX),
+            "wheel", str(project), "--llvm", str(PREFIX),
             "--root", str(ROOT), "--cache", str(wheel_cache), "--work-dir", str(work),
             "--output", str(base / "dist"), "--jobs", os.environ.get("HERMETIC_TEST_JOBS", "2"), "--offline", "auto",
             cwd=cwd, umask=umask,

@@ -404,25 +404,18 @@ def test_plan_refuses_a_non_project(tmp_path: Path) -> None:
         wheel.plan(settings(tmp_path), tmp_path, _fake_llvm(tmp_path / "llvm", "19.1.7"), None, None)
 
 
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    """cli.main with the wheel commands registered (whether or not cli.py wires them yet)."""
-    common = cli._common()
-    parser = argparse.ArgumentParser(parents=[common])
-    wheel.register(parser.add_subparsers(), common)
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     rc = cli.main(argv)
     return rc, capsys.readouterr().err
 
 
-def test_cli_reports_errors_without_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_reports_errors_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["--root", str(ROOT), "--cache", str(tmp_path / "c"), "--work-dir", str(tmp_path / "w")]
-    rc, err = _main(["wheel", "--llvm", str(tmp_path / "missing"), *base], capsys, monkeypatch)
+    rc, err = _main(["wheel", "--llvm", str(tmp_path / "missing"), *base], capsys)
     assert rc == ExitCode.USAGE and "error: LLVM prefix" in err and "fix:" in err and "Traceback" not in err
-    rc, err = _main(["wheel", "--llvm", str(_fake_llvm(tmp_path / "l", "17.0.6")), *base], capsys, monkeypatch)
+    rc, err = _main(["wheel", "--llvm", str(_fake_llvm(tmp_path / "l", "17.0.6")), *base], capsys)
     assert rc == ExitCode.USAGE and "needs LLVM 19" in err
-    rc, err = _main(["wheel", "--llvm", str(_fake_llvm(tmp_path / "m", "19.1.7")), *base], capsys, monkeypatch)
+    rc, err = _main(["wheel", "--llvm", str(_fake_llvm(tmp_path / "m", "19.1.7")), *base], capsys)
     assert rc == ExitCode.SOURCE and "wheelhouse" in err and "hermetic fetch" in err
 
 

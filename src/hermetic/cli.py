@@ -42,7 +42,10 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     rec = recipe.load(settings.recipes_dir)
     recipe.resolve_variant(rec, settings.variant)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    print(json.dumps(got.as_json() | {"path": str(got.path)}, indent=2))
+    from .wheelhouse import fetch_wheelhouse
+
+    house = fetch_wheelhouse(settings, log)
+    print(json.dumps(got.as_json() | {"path": str(got.path), "wheelhouse": str(house)}, indent=2))
     return 0
 
 
@@ -102,7 +105,7 @@ def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
     log = pipeline.stderr_log(settings.quiet)
-    steps = pipeline.plan_all(settings, log)
+    steps = pipeline.plan_all(settings, log, args.source)
     pipeline.print_plan(steps)
     pipeline.execute(steps)
     print("all: done")
@@ -140,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("variants", parents=[common], help="list the recipe's variants")
     p.set_defaults(func=cmd_variants)
 
-    p = sub.add_parser("all", parents=[common], help="the main job: fetch, prune, build and record the default variant")
+    p = sub.add_parser("all", parents=[common], help="the main job: fetch, prune, build, image and wheel of the default variant")
+    p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
     p.set_defaults(func=cmd_all)
 
     for register in _plugins():

@@ -120,6 +120,9 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
     rec = recipe.load(settings.recipes_dir)
     variant = recipe.resolve_variant(rec, settings.variant)
     inputs = build_inputs(settings, rec, variant, source, log)
+    from .wheelhouse import fetch_wheelhouse
+
+    fetch_wheelhouse(settings, log)
     prev = finished_build(settings, inputs)
     record_json = llvm.build_dir(settings, variant.name) / "record.json"
     image_dir = settings.work_dir / "images"
@@ -146,8 +149,26 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
             f"OCI layout under {image_dir}",
             lambda: _image(record_json, image_dir, log),
         ),
+        Step(
+            "wheel src/compiler",
+            inputs.digest(),
+            # The compiler core lowers to PTX: a variant without NVPTX cannot host it.
+            "NVPTX" not in variant.values("targets"),
+            f"tilec against {rec.prefix(variant.name)}, offline"
+            if "NVPTX" in variant.values("targets")
+            else f"skipped: variant {variant.name} has no NVPTX target",
+            lambda: _wheel(settings, llvm.build_dir(settings, variant.name) / "install" / rec.prefix(variant.name).lstrip("/"), log),
+        ),
     ]
     return steps
+
+
+def _wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
+    from . import wheel
+
+    # Planned at run time: the LLVM prefix it checks exists only once the build step ran.
+    job = wheel.plan(settings, None, llvm_prefix, None, None)
+    wheel.build_wheel(settings, job, log)
 
 
 def _image(record_json: Path, image_dir: Path, log: Log) -> None:

@@ -22,7 +22,7 @@ from typing import TextIO
 
 from .errors import EnvironmentError_, OfflineError, SubprocessFailed
 
-_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
+_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 # Variables a build may see from the host; everything else is dropped.
 _PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "CUDA_HOME", "SSL_CERT_FILE")
 

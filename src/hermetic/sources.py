@@ -185,7 +185,7 @@ def _deb_src_entries(etc_apt: Path) -> str:
         # Debian's own archives carry source packages; third-party repositories usually do not.
         if "debian" not in (p.get("URIs", "") + p.get("Signed-By", "")):
             continue
-        lines = [f"Types: deb-src"] + [f"{k}: {v}" for k, v in p.items() if k != "Types"]
+        lines = ["Types: deb-src"] + [f"{k}: {v}" for k, v in p.items() if k != "Types"]
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
 

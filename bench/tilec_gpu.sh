@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run the tilec-vs-Triton benchmarks on a CUDA machine in one go:
+#   bash bench/tilec_gpu.sh [WHEEL_DIR]
+# Installs the tilec wheel from WHEEL_DIR (default .bench-carry/, built elsewhere against
+# an LLVM 19 prefix) into a private target, then runs compile, launch and bandwidth.
+# JSON and one log go to $OUT (else reports/); tilec_report.py makes the markdown.
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WHEELS=${1:-$REPO/.bench-carry}
+OUT=${OUT:-$REPO/reports}
+mkdir -p "$OUT"
+SITE=$(mktemp -d)/site
+PY=${PYTHON:-python3}
+
+shopt -s nullglob
+whl=("$WHEELS"/tilec-*.whl)
+((${#whl[@]} == 1)) || { echo "expected one tilec wheel in $WHEELS, found ${#whl[@]}"; exit 2; }
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "${whl[0]}" || exit 2
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export BENCH_COMMIT=${BENCH_COMMIT:-unknown}
+
+echo "== $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm,clocks.mem --format=csv,noheader 2>&1)"
+echo "== $(nproc) cores; $("$PY" -V 2>&1); tilec from $SITE; ptxas $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>&1)"
+
+rc=0
+for b in compile launch bandwidth; do
+  echo "== tilec_$b.py"
+  "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" || rc=1
+done
+"$PY" "$REPO/bench/tilec_report.py" --dir "$OUT" || rc=1
+exit $rc

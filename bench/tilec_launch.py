@@ -1,0 +1,270 @@
+"""Host launch overhead per launch: tilec's Python launch, raw cuLaunchKernel, Triton, the AOT launcher.
+
+    python bench/tilec_launch.py [--out DIR] [--launches 500] [--reps 21]
+
+One tiny kernel (vector add over 256 floats, one block) launched many times in a row on
+the default stream, timed on the host around the launch loop; a synchronize only at the
+end of each batch (outside the loop's time, reported beside it). Batches of 500 stay
+under the driver's queue of pending launches, so the loop measures the host, not the
+GPU. Variants are interleaved batch by batch; the figure is the median batch.
+
+The AOT C launcher (`tilec aot`, when this tilec has it) is timed from C, beside a raw
+cuLaunchKernel loop in the same C program: tilec_aot_bench.c.
+
+Writes bench-launch.json; prints a table of ratios last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tilec_benchlib as lib
+
+N = 256
+
+
+def build(res: dict[str, Any]) -> dict[str, Any]:
+    import tilec
+    import torch
+    from cuda.bindings import driver as cu
+
+    import tilec_kernels as K
+    import tilec_triton
+
+    torch.cuda.init()
+    a = torch.randn(N, device="cuda")
+    b = torch.randn(N, device="cuda")
+    out = torch.full((N,), float("nan"), device="cuda")
+    ref = a + b
+    k = tilec.compile(K.vadd_scalar(tilec.ir), target=lib.sm_target())
+    pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    fn = k._function()  # loaded CUfunction (the same one tilec launches)
+    vals = [ctypes.c_uint64(pa), ctypes.c_uint64(pb), ctypes.c_uint64(po), ctypes.c_uint32(N)]
+    params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in vals])
+    addr = ctypes.addressof(params)
+    stream = cu.CUstream(0)
+    ok = cu.CUresult.CUDA_SUCCESS
+    launcher = k[1, N]
+    tri = tilec_triton.vadd
+
+    def raw() -> None:
+        (err,) = cu.cuLaunchKernel(fn, 1, 1, 1, N, 1, 1, 0, stream, addr, 0)
+        if err != ok:
+            raise RuntimeError(err)
+
+    typed = ((pa, pb, po, N), (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32))
+
+    def raw_tuples() -> None:
+        (err,) = cu.cuLaunchKernel(fn, 1, 1, 1, N, 1, 1, 0, stream, typed, 0)
+        if err != ok:
+            raise RuntimeError(err)
+
+    variants: dict[str, Callable[[], Any]] = {
+        "tilec k[grid, block](tensors)": lambda: k[1, N](a, b, out, N),
+        "tilec prebound launcher(tensors)": lambda: launcher(a, b, out, N),
+        "tilec k[grid, block](int pointers)": lambda: k[1, N](pa, pb, po, N),
+        "raw cuLaunchKernel (cuda-python, packed params)": raw,
+        "raw cuLaunchKernel (cuda-python, arg tuples)": raw_tuples,
+        "triton kernel[grid](tensors)": lambda: tri[(1,)](a, b, out, N, BLOCK=N),
+    }
+    # Correctness of every variant before any timing: poisoned output, fresh inputs.
+    checked: dict[str, str] = {}
+    for name, launch in list(variants.items()):
+        try:
+            a.copy_(torch.randn(N, device="cuda"))
+            b.copy_(torch.randn(N, device="cuda"))
+            ref = a + b
+            out.fill_(float("nan"))
+            torch.cuda.synchronize()
+            launch()
+            torch.cuda.synchronize()
+            if not torch.equal(out, ref):
+                raise AssertionError("result differs from a + b")
+            checked[name] = "ok"
+        except Exception as exc:
+            checked[name] = f"dropped: {exc!r}"
+            del variants[name]
+    res["correctness"] = checked
+    res["tilec_ptx_ops"] = lib.ptx_ops(k.asm["ptx"])
+    return {
+        "variants": variants,
+        "k": k,
+        "tensors": (a, b, out),
+        "ptrs": (pa, pb, po),
+        "raw": raw,
+    }
+
+
+def measure(variants: dict[str, Callable[[], Any]], launches: int, reps: int) -> dict[str, Any]:
+    import torch
+
+    loop: dict[str, list[float]] = {n: [] for n in variants}
+    total: dict[str, list[float]] = {n: [] for n in variants}
+    for launch in variants.values():  # warm-up: every path compiled, loaded, cached
+        for _ in range(200):
+            launch()
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        for name, launch in variants.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(launches):
+                launch()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            loop[name].append((t1 - t0) / launches)
+            total[name].append((t2 - t0) / launches)
+    return {n: {"per_launch_s": lib.stats(loop[n]), "per_launch_incl_sync_s": lib.stats(total[n])} for n in variants}
+
+
+def breakdown(ctx: dict[str, Any]) -> dict[str, float]:
+    """Where tilec's per-launch time goes: each piece of CompiledKernel.launch timed alone."""
+    from tilec import driver, launch
+
+    k = ctx["k"]
+    a, b, out = ctx["tensors"]
+    pa, pb, po = ctx["ptrs"]
+    sig = k.signature
+    reps = 20000
+
+    def per_call(stmt: Callable[[], Any]) -> float:
+        return min(timeit.repeat(stmt, number=reps, repeat=5)) / reps
+
+    return {
+        "k[grid, block] (launch_config + _Launcher)": per_call(lambda: k[1, N]),
+        "pack_args(tensors)": per_call(lambda: launch.pack_args(sig, (a, b, out, N))),
+        "pack_args(int pointers)": per_call(lambda: launch.pack_args(sig, (pa, pb, po, N))),
+        "tensor.__cuda_array_interface__ (one tensor)": per_call(lambda: a.__cuda_array_interface__),
+        "tensor.data_ptr() (one tensor)": per_call(lambda: a.data_ptr()),
+        "CompiledKernel._function() (context check + lookup)": per_call(k._function),
+        "driver.as_stream(None)": per_call(lambda: driver.as_stream(None)),
+        "cuLaunchKernel (raw, packed)": per_call(ctx["raw"]),
+    }
+
+
+# --------------------------------------------------------------------------- AOT (C)
+AOT_C = Path(__file__).resolve().parent / "tilec_aot_bench.c"
+
+
+def aot(res: dict[str, Any], launches: int, reps: int) -> dict[str, Any]:
+    """`tilec aot` for the same kernel, linked into tilec_aot_bench.c beside raw cuLaunchKernel."""
+    import tilec
+
+    try:
+        from tilec import aot as tilec_aot  # issue 5's module; absent in older wheels
+    except ImportError as exc:
+        return {"status": "not measured", "why": f"this tilec has no AOT launcher ({exc})"}
+    if not AOT_C.exists():
+        return {"status": "not measured", "why": f"{AOT_C.name} is missing"}
+    import tilec_kernels as K
+
+    work = Path(tempfile.mkdtemp(prefix="tilec-aot-"))
+    gen = tilec_aot.generate(  # type: ignore[attr-defined]
+        K.vadd_scalar(tilec.ir), target=lib.sm_target(), out_dir=work, name="vadd"
+    )
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        return {"status": "not measured", "why": "no C compiler on the machine"}
+    exe = work / "aot_bench"
+    cmd = [
+        cc,
+        "-O2",
+        "-o",
+        str(exe),
+        str(AOT_C),
+        *map(str, gen.sources),
+        f"-I{work}",
+        "-I/usr/local/cuda/include",
+        "-L/usr/local/cuda/lib64/stubs",
+        "-lcuda",
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    proc = subprocess.run([str(exe), str(launches), str(reps)], check=True, capture_output=True, text=True)
+    return {"status": "measured", "output": proc.stdout}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out")
+    ap.add_argument("--launches", type=int, default=500)
+    ap.add_argument("--reps", type=int, default=21)
+    a = ap.parse_args()
+    import torch
+
+    torch.cuda.init()
+    info = lib.machine()
+    res: dict[str, Any] = {"bench": "launch", "machine": info, "errors": {}}
+    res["method"] = {
+        "kernel": f"vector add, {N} float32, grid 1 x block {N}",
+        "launches_per_batch": a.launches,
+        "batches": a.reps,
+        "timing": "host perf_counter around the launch loop; synchronize after each batch, "
+        "outside the loop time (also reported incl. sync); variants interleaved batch by batch",
+    }
+    errors: dict[str, str] = res["errors"]
+    ctx: dict[str, Any] = {}
+    with lib.section("build and check", errors):
+        ctx = build(res)
+    with lib.section("launch loops", errors):
+        res["results"] = measure(ctx["variants"], a.launches, a.reps)
+    with lib.section("tilec launch breakdown", errors):
+        res["tilec_breakdown_s"] = breakdown(ctx)
+    with lib.section("AOT launcher", errors):
+        res["aot"] = aot(res, a.launches, a.reps)
+
+    r = res.get("results", {})
+
+    def us(name: str) -> float | None:
+        v = r.get(name, {}).get("per_launch_s", {}).get("median")
+        return None if v is None else v * 1e6
+
+    tri = us("triton kernel[grid](tensors)")
+    raw = us("raw cuLaunchKernel (cuda-python, packed params)")
+    rows: list[list[Any]] = []
+    for name in r:
+        v = us(name)
+        assert v is not None
+        goal, verdict = "-", "-"
+        if name == "tilec k[grid, block](tensors)" and tri:
+            goal, verdict = "<= 0.333 x triton", lib.verdict(v / tri, 1 / 3)
+        rows.append([name, v, v / tri if tri else "-", v / raw if raw else "-", goal, verdict])
+    aot_r = res.get("aot", {})
+    if aot_r.get("status") == "measured":
+        rows.append(
+            [
+                "AOT C launcher vs raw cuLaunchKernel (from C)",
+                aot_r.get("output", ""),
+                "-",
+                "-",
+                "<= 1.10 x raw",
+                "see JSON",
+            ]
+        )
+    else:
+        rows.append(["AOT C launcher", "not measured", "-", "-", "<= 1.10 x raw", aot_r.get("why", "not measured")])
+    res["ratios"] = [
+        dict(zip(("what", "us_per_launch", "vs_triton", "vs_raw", "goal", "verdict"), row, strict=True)) for row in rows
+    ]
+    path = lib.out_dir(a.out) / "bench-launch.json"
+    lib.write_json(path, res)
+    print(f"wrote {path}")
+    print(f"GPU: {info.get('gpu')}  CPU: {info.get('cpu')}")
+    print(lib.table(["launch path", "us/launch", "x triton", "x raw", "goal", "verdict"], rows))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -256,8 +256,8 @@ def main() -> int:
         listing = out / name.replace(".tar.xz", ".parts.sha256")
         if listing.is_file():
             for line in listing.read_text().splitlines():
-                digest, name = line.split(maxsplit=1)
-                parts.append({"file": name.strip(), "sha256": digest})
+                digest, part = line.split(maxsplit=1)
+                parts.append({"file": part.strip(), "sha256": digest})
         pack = {
             "file": name,
             "sha256": facts["PACK_SHA256"],

@@ -106,3 +106,16 @@ def test_installed_tree_is_relocatable(first: dict, tmp_path: Path) -> None:  # 
     moved = tmp_path / "opt" / "llvm"
     shutil.copytree(Path(first["install_root"], PREFIX), moved, symlinks=True)
     assert _cmake_project(tmp_path, moved / "lib/cmake/llvm").strip() == "LLVM 19.1.7"
+
+
+def test_full_archive_builds_the_same_tree_as_the_pruned_one(first: dict, tmp_path: Path, source_cache: Path) -> None:  # type: ignore[type-arg]
+    """Pruning drops only what the build never reads: the full release archive gives the same bits."""
+    work = tmp_path / "full"
+    hermetic(
+        "build", "llvm", "--variant", "support", "--source", "full", "--work-dir", str(work),
+        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--quiet",
+    )
+    full = json.loads((work / "llvm" / "support" / "record.json").read_text())
+    assert full["pruned"] is None
+    assert full["source_archive"]["sha256"] == full["sources"][0]["sha256"]
+    assert full["tree"]["digest"] == first["tree"]["digest"]

@@ -164,7 +164,7 @@ def rowsum(res: dict[str, Any], reps: int) -> None:
 
     target = lib.sm_target()
     stream = torch.cuda.current_stream().cuda_stream
-    tk = {u: tilec.compile(K.row_sum(tilec.ir, u), target=target) for u in (1, 4)}
+    tk = {u: tilec.compile(K.row_sum(tilec.ir, u), target=target) for u in (1, 2, 4)}
     out_shapes: dict[str, Any] = {}
     dumps: dict[str, Any] = {
         f"tilec unroll={u}": {
@@ -179,7 +179,7 @@ def rowsum(res: dict[str, Any], reps: int) -> None:
         outs = [torch.empty(rows, device="cuda") for _ in range(SETS)]
         variants: dict[str, Callable[[int], Any]] = {}
         for u, k in tk.items():
-            for threads in (256, 512):
+            for threads in (128, 256, 512):
 
                 def launch(
                     i: int,

@@ -118,10 +118,17 @@ def machine() -> dict[str, Any]:
         info["tilec_ptxas_version"] = ptxas.version if ptxas else None
     except Exception as exc:  # the report says what failed rather than dying here
         info["tilec_error"] = repr(exc)
+    try:
+        from cuda.bindings import nvjitlink
+
+        info["nvjitlink"] = ".".join(map(str, nvjitlink.version()))
+    except Exception as exc:
+        info["nvjitlink"] = f"unavailable: {exc!r}"
     tp = triton_ptxas()
     info["triton_ptxas"] = tp
     info["triton_ptxas_version"] = ptxas_version(tp)
     info["commit"] = os.environ.get("BENCH_COMMIT", "unknown")
+    info["tilec_wheel"] = os.environ.get("BENCH_TILEC_WHEEL", "unknown")
     return info
 
 

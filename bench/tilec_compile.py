@@ -138,8 +138,9 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
     tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
     triton_ptxas = info.get("triton_ptxas")
     for name in TILEC_KERNELS:
-        fresh, nocache, other_ptxas, build = [], [], [], []
+        fresh, nocache, other_ptxas, build, nvj = [], [], [], [], []
         k = None
+        nvj_error = None
         for r in range(reps):
             t0 = time.perf_counter()
             m = tilec_module(name)
@@ -161,11 +162,23 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
                     settings=tilec_settings(None, ptxas=triton_ptxas),
                 )
                 other_ptxas.append(time.perf_counter() - t0)
+            if nvj_error is None:
+                try:
+                    t0 = time.perf_counter()
+                    nvjitlink_compiler(tilec_settings(None)).compile(
+                        tilec_module(name), tilec.CompileOptions(target=target)
+                    )
+                    nvj.append(time.perf_counter() - t0)
+                except Exception as exc:
+                    nvj_error = repr(exc)
         assert k is not None
         out[name] = {
             "cold_s": lib.stats(fresh),
             "cold_nocache_s": lib.stats(nocache),
             "cold_with_triton_ptxas_s": lib.stats(other_ptxas),
+            "cold_cubin_via_nvjitlink_s": lib.stats(nvj),
+            "nvjitlink_error": nvj_error,
+            "profile_one_cold_compile": profile_compile(name, target),
             "build_ir_s": lib.stats(build),
             "stages_s": tilec_stages(name, target, reps),
             "ptx_ops": lib.ptx_ops(k.asm["ptx"]),
@@ -206,12 +219,14 @@ def tilec_stages(name: str, target: str, reps: int) -> dict[str, Any]:
             t2 = time.perf_counter()
         times.setdefault("llir_opt.libdevice_link", []).append(t1 - t0)
         times.setdefault("llir_opt.optimize", []).append(t2 - t1)
-        # The same PTX to cubin in-process through nvJitLink (no ptxas process): what a
-        # library-based cubin stage would cost.
+        # The same PTX to cubin in-process through nvJitLink (no ptxas process); a comment
+        # makes each PTX unique so no cache inside nvJitLink can answer.
         try:
-            times.setdefault("cubin_via_nvjitlink", []).append(nvjitlink_cubin(cur_ptx(c, name, opts, md), target))
+            ptx = cur_ptx(c, name, opts, md) + f"\n// rep {len(times['ir_text'])}\n"
+            t0 = time.perf_counter()
+            nvjitlink_bytes(ptx, target)
+            times.setdefault("cubin_via_nvjitlink", []).append(time.perf_counter() - t0)
         except Exception as exc:
-            times.pop("cubin_via_nvjitlink", None)
             errors_note.append(repr(exc))
     out = {k: lib.stats(v)["median"] for k, v in times.items()}
     if errors_note:
@@ -226,12 +241,11 @@ def cur_ptx(c: Any, name: str, opts: Any, md: Any) -> str:
     return str(c.make_ptx(c.make_llir_opt(llir, md, opts), md, opts))
 
 
-def nvjitlink_cubin(ptx: str, target: str) -> float:
-    """Seconds to turn PTX into a cubin with nvJitLink inside this process."""
+def nvjitlink_bytes(ptx: str, target: str) -> bytes:
+    """PTX -> cubin with nvJitLink inside this process (what a library-based cubin stage would do)."""
     from cuda.bindings import nvjitlink as nj
 
     data = ptx.encode()
-    t0 = time.perf_counter()
     h = nj.create(2, [f"-arch={target}", "-O3"])
     try:
         nj.add_data(h, nj.InputType.PTX, data, len(data), "kernel")
@@ -240,10 +254,38 @@ def nvjitlink_cubin(ptx: str, target: str) -> float:
         nj.get_linked_cubin(h, buf)
     finally:
         nj.destroy(h)
-    dt = time.perf_counter() - t0
     if not buf:
         raise RuntimeError("nvJitLink returned an empty cubin")
-    return dt
+    return bytes(buf)
+
+
+def nvjitlink_compiler(settings: Any) -> Any:
+    """tilec's Compiler with the cubin stage done by nvJitLink: a bench-side experiment, not tilec."""
+    import tilec
+
+    class NvJitLinkCompiler(tilec.Compiler):  # type: ignore[misc]
+        def make_cubin(self, src: str, md: Any, opts: Any) -> bytes:
+            return nvjitlink_bytes(src, opts.target)
+
+    return NvJitLinkCompiler(settings)
+
+
+def profile_compile(name: str, target: str) -> str:
+    """cProfile of one cold tilec.compile (cache off): where the time outside the stages goes."""
+    import cProfile
+    import io
+    import pstats
+
+    import tilec
+
+    prof = cProfile.Profile()
+    m = tilec_module(name)
+    prof.enable()
+    tilec.compile(m, target=target, settings=tilec_settings(None))
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+    return buf.getvalue()[-6000:]
 
 
 # --------------------------------------------------------------------------- Triton, in process
@@ -346,6 +388,17 @@ def correctness_and_seed(work: Path) -> dict[str, Any]:
         k = tilec.compile(tilec_module(name), target=target, settings=tilec_settings(work / "warm"))
         tilec_launch(k, name, t)
         out[f"tilec:{name}"] = check(name, t)
+        try:  # the nvJitLink cubin computes the same thing (and is real SASS)
+            k2 = nvjitlink_compiler(tilec_settings(None)).compile(
+                tilec_module(name), tilec.CompileOptions(target=target)
+            )
+            t = inputs(name)
+            tilec_launch(k2, name, t)
+            out[f"tilec-nvjitlink:{name}"] = check(name, t)
+            out[f"cubin_bytes:{name}"] = {"ptxas": len(k.asm["cubin"]), "nvjitlink": len(k2.asm["cubin"])}
+            out[f"sass:{name}"] = {"ptxas": lib.sass_ops(k.asm["cubin"]), "nvjitlink": lib.sass_ops(k2.asm["cubin"])}
+        except Exception as exc:
+            out[f"tilec-nvjitlink:{name}"] = repr(exc)
     for name in TRITON_KERNELS:
         t = inputs(name)
         args, grid = triton_args(name, t)
@@ -431,15 +484,19 @@ def triton_hit_in_process(fn: Any, kernel: str, t: dict[str, Any]) -> float:
     import triton
 
     src_target: list[tuple[Any, Any, Any]] = []
-    real = fn.compile
+    real: Any = None
 
     def spy(src: Any, target: Any = None, options: Any = None, **kw: Any) -> Any:
         src_target.append((src, target, options))
         return real(src, target=target, options=options, **kw)
 
+    import torch
+
+    fn.device_caches.clear()
+    fn.device_caches[torch.cuda.current_device()]  # a new binder sets fn.compile again
+    real = fn.compile
     fn.compile = spy
     try:
-        fn.device_caches.clear()
         fn.warmup(*triton_args(kernel, t)[0], BLOCK=TRITON_BLOCK[kernel], grid=(1,))
     finally:
         fn.compile = real
@@ -526,6 +583,12 @@ def ratios(res: dict[str, Any]) -> list[list[Any]]:
             a = cold_t[tk]["cold_s"]["median"]
             b = cold_tr[trk]["cold_s"]["median"]
             rows.append([f"cold IR->cubin {tk} (ms)", a * 1e3, b * 1e3, a / b, "<= 0.333", lib.verdict(a / b, 1 / 3)])
+        if tk in cold_t and trk in cold_tr and cold_t[tk].get("cold_cubin_via_nvjitlink_s", {}).get("median"):
+            a = cold_t[tk]["cold_cubin_via_nvjitlink_s"]["median"]
+            b = cold_tr[trk]["cold_s"]["median"]
+            rows.append(
+                [f"  experiment: cubin via nvJitLink {tk} (ms)", a * 1e3, b * 1e3, a / b, "<= 0.333", "(experiment)"]
+            )
     summ = res.get("warm", {}).get("summary", {})
     for k in TRITON_KERNELS:
         a = summ.get(f"tilec:{k}", {}).get("compile_hit_s", {}).get("median")
@@ -566,6 +629,7 @@ def main() -> int:
     ap.add_argument("--out", help="report directory ($OUT, else reports/)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--fresh", type=int, default=3, help="fresh processes per warm measurement")
+    ap.add_argument("--only", choices=["cold"], help="only the cold compile (e.g. for a prototype wheel)")
     ap.add_argument("--child")
     ap.add_argument("--kernel")
     ap.add_argument("--cache")
@@ -600,8 +664,9 @@ def main() -> int:
         res["cold_triton"] = triton_cold(a.reps)
     with lib.section("correctness (seeds the warm caches)", errors):
         res["correctness_rel_err"] = correctness_and_seed(work)
-    with lib.section("warm cache hits in fresh processes", errors):
-        res["warm"] = warm(a.fresh, work)
+    if a.only != "cold":
+        with lib.section("warm cache hits in fresh processes", errors):
+            res["warm"] = warm(a.fresh, work)
     rows = ratios(res)
     res["ratios"] = [dict(zip(("what", "tilec", "triton", "ratio", "goal", "verdict"), r, strict=True)) for r in rows]
     path = lib.out_dir(a.out) / "bench-compile.json"

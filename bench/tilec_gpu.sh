@@ -27,5 +27,16 @@ for b in compile launch bandwidth; do
   echo "== tilec_$b.py"
   "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" || rc=1
 done
+# Optional: a second tilec wheel (a prototype fix, say) for the cold compile only, in $OUT/proto.
+if [[ -n ${TILEC_BENCH_PROTO:-} ]]; then
+  proto=("$TILEC_BENCH_PROTO"/tilec-*.whl)
+  PSITE=$(mktemp -d)/site
+  if ((${#proto[@]} == 1)) && "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$PSITE" "${proto[0]}"; then
+    echo "== tilec_compile.py --only cold with ${proto[0]}"
+    PYTHONPATH="$PSITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_compile.py" --only cold --out "$OUT/proto" || rc=1
+  else
+    echo "== no usable prototype wheel in $TILEC_BENCH_PROTO"; rc=1
+  fi
+fi
 "$PY" "$REPO/bench/tilec_report.py" --dir "$OUT" || rc=1
 exit $rc

@@ -45,6 +45,8 @@ def _machine(m: dict[str, Any]) -> str:
         ("tilec's LLVM", "tilec_llvm"),
         ("tilec's ptxas", "tilec_ptxas_version"),
         ("cuda-bindings", "cuda-bindings"),
+        ("nvJitLink (experiment)", "nvjitlink"),
+        ("tilec wheel", "tilec_wheel"),
         ("commit", "commit"),
     ]
     return "\n".join(f"- {label}: {m.get(k)}" for label, k in keys)
@@ -63,6 +65,14 @@ def _errors(r: dict[str, Any]) -> str:
     if not errs:
         return ""
     return "\n## Errors\n\n" + "\n".join(f"- {k}:\n\n```\n{v[-1500:]}\n```" for k, v in errs.items()) + "\n"
+
+
+def _corr(v: Any) -> str:
+    if isinstance(v, float):
+        return f"rel. err {v:.2e}"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_ops(x) if isinstance(x, dict) else x}" for k, x in v.items())
+    return str(v)
 
 
 def compile_md(r: dict[str, Any]) -> str:
@@ -158,9 +168,9 @@ def compile_md(r: dict[str, Any]) -> str:
                 ]
     if r.get("correctness_rel_err"):
         lines += [
-            "## Correctness (before timing)",
+            "## Correctness (before timing), and the nvJitLink experiment's cubins",
             "",
-            *[f"- {k}: rel. err {v:.2e}" for k, v in r["correctness_rel_err"].items()],
+            *[f"- {k}: {_corr(v)}" for k, v in r["correctness_rel_err"].items()],
             "",
         ]
     return "\n".join(lines) + _errors(r)
@@ -293,12 +303,25 @@ def main() -> int:
     ap.add_argument("--dir", default=str(Path(__file__).resolve().parents[1] / "reports"))
     a = ap.parse_args()
     d = Path(a.dir)
-    for name, fn in (("compile", compile_md), ("launch", launch_md), ("bandwidth", bandwidth_md)):
+    for name, fn in (
+        ("compile", compile_md),
+        ("compile-proto", compile_md),
+        ("launch", launch_md),
+        ("bandwidth", bandwidth_md),
+    ):
         src = d / f"bench-{name}.json"
         if not src.exists():
             print(f"skip {src} (missing)")
             continue
-        (d / f"bench-{name}.md").write_text(fn(json.loads(src.read_text())))
+        text = fn(json.loads(src.read_text()))
+        if name == "compile-proto":
+            text = text.replace(
+                "# Compile latency: tilec vs Triton",
+                "# Compile latency with a prototype tilec wheel (lazy libdevice; not in the repo)\n\n"
+                "The wheel was built from src/compiler with one line changed in csrc/core.cpp "
+                "(`llvm::parseIRFile` -> `llvm::getLazyIRFileModule` for libdevice); see bench-summary.md.",
+            ).replace("(bench-compile.json)", "(bench-compile-proto.json)")
+        (d / f"bench-{name}.md").write_text(text)
         print(f"wrote {d / f'bench-{name}.md'}")
     return 0
 

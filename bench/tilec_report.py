@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -320,7 +321,17 @@ def main() -> int:
                 "# Compile latency with a prototype tilec wheel (lazy libdevice; not in the repo)\n\n"
                 "The wheel was built from src/compiler with one line changed in csrc/core.cpp "
                 "(`llvm::parseIRFile` -> `llvm::getLazyIRFileModule` for libdevice); see bench-summary.md.",
-            ).replace("(bench-compile.json)", "(bench-compile-proto.json)")
+            ).replace(
+                "[bench-compile.json](bench-compile.json)", "[bench-compile-proto.json](bench-compile-proto.json)"
+            )
+            # The run labelled both wheels alike; this one is the patched build.
+            text = re.sub(
+                r"^- tilec wheel: .*$",
+                "- tilec wheel: the prototype (src/compiler@e1684d6 + the lazy-libdevice line) against "
+                "hermetic nvptx LLVM 19.1.7 (the JSON's tilec_wheel label names the unpatched one)",
+                text,
+                flags=re.M,
+            )
         (d / f"bench-{name}.md").write_text(text)
         print(f"wrote {d / f'bench-{name}.md'}")
     return 0

@@ -11,7 +11,7 @@ def vector_add(tir: object) -> ir.Module:
     """out[i] = a[i] + b[i] for i < n (f32)."""
     T = tir  # tilec.ir, passed in so the staged package is used
     m = T.new_module("vadd")  # type: ignore[attr-defined]
-    fn = T.kernel(m, "vadd", [T.ptr(), T.ptr(), T.ptr(), T.i32])  # type: ignore[attr-defined]
+    fn = T.kernel(m, "vadd", [T.ptr(), T.ptr(), T.ptr(), T.i32], ["a", "b", "out", "n"])  # type: ignore[attr-defined]
     a, b, out, n = fn.args
     entry = fn.append_basic_block("entry")
     body = fn.append_basic_block("body")

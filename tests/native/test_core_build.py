@@ -67,6 +67,11 @@ def test_versions_and_targets(tilec: ModuleType) -> None:
     assert tilec.llvm_version().startswith("19.")
     targets = tilec.registered_targets()
     assert "nvptx64" in targets
+    import os
+
+    if os.environ.get("HERMETIC_TEST_TILEC_X86", "ON") == "ON":
+        assert "x86-64" in targets  # the CPU example backend lowers through it
+        assert tilec.native.host_cpu() in tilec.native.target_info("x86_64-unknown-linux-gnu").processors
     info = tilec.native.target_info()
     assert {"sm_80", "sm_90", "sm_90a"} <= set(info.processors)
     assert 78 in info.ptx_versions and 80 in info.ptx_versions

@@ -83,9 +83,7 @@ def test_opt_levels_and_ptx_version(tilec: ModuleType, kernels: ModuleType, sett
     assert ".version 8.3" in v.asm["ptx"]
 
 
-def test_ftz_reflect_changes_libdevice_code(
-    tilec: ModuleType, kernels: ModuleType, settings: Any
-) -> None:
+def test_ftz_reflect_changes_libdevice_code(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
     plain = tilec.compile(kernels.EXP_IR, target="sm_90", ftz=False, settings=settings)
     ftz = tilec.compile(kernels.EXP_IR, target="sm_90", ftz=True, settings=settings)
     # NVVMReflect resolved __nvvm_reflect("__CUDA_FTZ") differently.
@@ -103,9 +101,7 @@ def test_bitcode_input(tilec: ModuleType, kernels: ModuleType, settings: Any) ->
     assert k.name == "exp_scale" and ".entry exp_scale(" in k.asm["ptx"]
 
 
-def test_driver_jit_fallback_without_ptxas(
-    tilec: ModuleType, kernels: ModuleType, settings: Any
-) -> None:
+def test_driver_jit_fallback_without_ptxas(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
     k = tilec.compile(kernels.EXP_IR, target="sm_80", use_ptxas=False, settings=settings)
     assert list(k.asm) == ["llir", "llir_opt", "ptx"]
     assert k.metadata.registers is None
@@ -123,4 +119,30 @@ def test_unknown_target_and_version(tilec: ModuleType, kernels: ModuleType, sett
 def test_dump_stages(tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path) -> None:
     k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
     names = sorted(p.name for p in k.dump(tmp_path / "dump"))
-    assert names == sorted(f"exp_scale.{s}" for s in ("llir", "llir_opt", "ptx", "cubin"))
+    stages = ["llir", "llir_opt", "ptx", "cubin"]
+    if tilec.toolchain.find_cuda_tool(settings, "nvdisasm") or tilec.toolchain.find_cuda_tool(settings, "cuobjdump"):
+        stages.append("sass")
+    assert names == sorted(f"exp_scale.{s}" for s in stages)
+
+
+def test_stages_one_by_one_and_a_replaced_stage(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    c = tilec.Compiler(settings)
+    opts = tilec.CompileOptions(target="sm_90")
+    md = tilec.Metadata(name="", target="sm_90", signature=(), llvm_version=tilec.llvm_version())
+    cur: Any = kernels.EXP_IR
+    for fn in c.stages(opts).values():
+        cur = fn(cur, md)
+    whole = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
+    assert md.name == "exp_scale" and md.registers == whole.metadata.registers
+    assert c.make_ptx(c.make_llir_opt(c.make_llir(kernels.EXP_IR, md, opts), md, opts), md, opts) == whole.asm["ptx"]
+
+    class Marked(tilec.Compiler):  # type: ignore[misc]
+        def make_cubin(self, src: str, md: Any, opts: Any) -> bytes:
+            return b"\x7fELF marked " + src[:8].encode()
+
+    k = Marked(tilec.Settings.from_env({"TILEC_CACHE": "0", "TILEC_PTXAS": str(settings.ptxas)})).compile(
+        kernels.EXP_IR, opts
+    )
+    assert k.asm["cubin"].startswith(b"\x7fELF marked //")

@@ -45,7 +45,10 @@ def build_core(config: pytest.Config) -> Path:
             f"no LLVMConfig.cmake under {prefix}; set HERMETIC_TEST_LLVM_PREFIX to an LLVM 19 "
             "prefix (CI: apt-get install llvm-19-dev)"
         )
-    tag = hashlib.sha256(f"{prefix.resolve()}|{sys.executable}".encode()).hexdigest()[:12]
+    # X86 too: the CPU example backend lowers through it (AUTO would pick it up
+    # from Debian's LLVM anyway; ON makes a prefix without X86 fail loudly).
+    defines = [f"-DTILEC_WITH_X86={os.environ.get('HERMETIC_TEST_TILEC_X86', 'ON')}"]
+    tag = hashlib.sha256(f"{prefix.resolve()}|{sys.executable}|{defines}".encode()).hexdigest()[:12]
     override = os.environ.get("HERMETIC_TEST_BUILD_DIR")
     if override:
         build = Path(override) / f"tilec-build-{tag}"
@@ -67,6 +70,7 @@ def build_core(config: pytest.Config) -> Path:
                 f"-DLLVM_DIR={cmake_dir}",
                 f"-DPython_EXECUTABLE={sys.executable}",
                 "-DCMAKE_BUILD_TYPE=Release",
+                *defines,
             ],
             REPO,
         )

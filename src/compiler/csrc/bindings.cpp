@@ -1,5 +1,6 @@
 // nanobind bindings: conversion only; the logic lives in Python (tilec).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -30,6 +31,8 @@ NB_MODULE(_core, m) {
 
   m.def("llvm_version", &tilec::llvm_version);
   m.def("registered_targets", &tilec::registered_targets);
+  m.def("host_cpu", &tilec::host_cpu);
+  m.def("host_features", &tilec::host_features);
   m.def("target_info", [](const std::string &triple) {
     auto info = tilec::target_info(triple);
     return nb::make_tuple(info.processors, info.features);
@@ -57,7 +60,8 @@ NB_MODULE(_core, m) {
              nb::list out;
              for (const auto &f : self.functions())
                out.append(nb::make_tuple(f.name, f.is_kernel, f.is_declaration,
-                                         f.return_type, f.param_types));
+                                         f.return_type, f.param_types,
+                                         f.param_names));
              return out;
            })
       .def("verify", &tilec::Module::verify)
@@ -66,8 +70,40 @@ NB_MODULE(_core, m) {
       .def("link_bitcode_internalized",
            &tilec::Module::link_bitcode_internalized,
            nb::call_guard<nb::gil_scoped_release>())
-      .def("optimize", &tilec::Module::optimize,
-           nb::call_guard<nb::gil_scoped_release>())
-      .def("emit_assembly", &tilec::Module::emit_assembly,
-           nb::call_guard<nb::gil_scoped_release>());
+      .def(
+          "optimize",
+          [](tilec::Module &self, const std::string &triple,
+             const std::string &cpu, const std::string &features, int level,
+             bool dump_passes) {
+            std::vector<tilec::PassDump> dumps;
+            {
+              nb::gil_scoped_release release;
+              dumps = self.optimize(triple, cpu, features, level, dump_passes);
+            }
+            nb::list out;
+            for (const auto &d : dumps)
+              out.append(nb::make_tuple(d.pass, d.unit, d.ir));
+            return out;
+          },
+          nb::arg("triple"), nb::arg("cpu"), nb::arg("features"),
+          nb::arg("level"), nb::arg("dump_passes") = false)
+      .def("emit_assembly", &tilec::Module::emit_assembly, nb::arg("triple"),
+           nb::arg("cpu"), nb::arg("features"), nb::arg("level"),
+           nb::arg("pic") = false, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "emit_object",
+          [](tilec::Module &self, const std::string &triple,
+             const std::string &cpu, const std::string &features, int level,
+             bool pic) {
+            std::string obj;
+            {
+              nb::gil_scoped_release release;
+              obj = self.emit_object(triple, cpu, features, level, pic);
+            }
+            return nb::bytes(obj.data(), obj.size());
+          },
+          nb::arg("triple"), nb::arg("cpu"), nb::arg("features"),
+          nb::arg("level"), nb::arg("pic") = false)
+      .def("specialize", &tilec::Module::specialize, nb::arg("kernel"),
+           nb::arg("new_name"), nb::arg("constants"), nb::arg("multiples"));
 }

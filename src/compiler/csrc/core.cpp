@@ -7,10 +7,14 @@
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/Analysis/LazyCallGraph.h"
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/IR/CallingConv.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/PassInstrumentation.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Metadata.h"
@@ -28,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Transforms/IPO/Internalize.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 
@@ -104,7 +109,7 @@ llvm::CodeGenOptLevel codegen_level(int level) {
 
 std::unique_ptr<llvm::TargetMachine>
 make_target_machine(const std::string &triple, const std::string &cpu,
-                    const std::string &features, int level) {
+                    const std::string &features, int level, bool pic = false) {
   const llvm::Target &target = lookup_target(triple);
   // Unknown processors only warn on stderr inside LLVM; refuse them here.
   std::unique_ptr<llvm::MCSubtargetInfo> sti(
@@ -116,8 +121,9 @@ make_target_machine(const std::string &triple, const std::string &cpu,
     throw CoreError("target", "'" + cpu + "' is not a processor of " + triple);
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
-      triple, cpu, features, options, std::nullopt, std::nullopt,
-      codegen_level(level)));
+      triple, cpu, features, options,
+      pic ? std::optional<llvm::Reloc::Model>(llvm::Reloc::PIC_) : std::nullopt,
+      std::nullopt, codegen_level(level)));
   if (!tm)
     throw CoreError("target", "could not create a target machine for " +
                                   triple + " " + cpu);
@@ -142,6 +148,17 @@ bool is_kernel(const llvm::Function &F,
 }  // namespace
 
 std::string llvm_version() { return LLVM_VERSION_STRING; }
+
+std::string host_cpu() { return llvm::sys::getHostCPUName().str(); }
+
+std::string host_features() {
+  std::string out;
+  for (const auto &kv : llvm::sys::getHostCPUFeatures()) {
+    if (!out.empty()) out += ",";
+    out += (kv.getValue() ? "+" : "-") + kv.getKey().str();
+  }
+  return out;
+}
 
 std::vector<std::string> registered_targets() {
   init_targets();
@@ -276,6 +293,7 @@ std::vector<FunctionInfo> Module::functions() const {
       llvm::raw_string_ostream ts(t);
       arg.getType()->print(ts);
       info.param_types.push_back(ts.str());
+      info.param_names.push_back(arg.getName().str());
     }
     out.push_back(std::move(info));
   }
@@ -342,12 +360,57 @@ Module::link_bitcode_internalized(const std::string &path) {
   return linked;
 }
 
-void Module::optimize(const std::string &triple, const std::string &cpu,
-                      const std::string &features, int level) {
+std::vector<PassDump> Module::optimize(const std::string &triple,
+                                       const std::string &cpu,
+                                       const std::string &features, int level,
+                                       bool dump_passes) {
   auto &I = get();
   auto tm = make_target_machine(triple, cpu, features, level);
   I.mod->setTargetTriple(triple);
   I.mod->setDataLayout(tm->createDataLayout());
+
+  std::vector<PassDump> dumps;
+  llvm::PassInstrumentationCallbacks PIC;
+  if (dump_passes) {
+    // Like -print-after-all, but collected: each entry is the unit the pass
+    // ran on (a loop pass shows its whole function).
+    PIC.registerAfterPassCallback(
+        [&dumps](llvm::StringRef pass, llvm::Any ir,
+                 const llvm::PreservedAnalyses &) {
+          static const std::vector<llvm::StringRef> wrappers = {
+              "PassManager", "PassAdaptor", "AnalysisManagerProxy",
+              "DevirtSCCRepeatedPass", "ModuleInlinerWrapperPass",
+              "VerifierPass"};
+          if (llvm::isSpecialPass(pass, wrappers)) return;
+          PassDump d;
+          d.pass = pass.str();
+          llvm::raw_string_ostream os(d.ir);
+          if (const auto *M = llvm::any_cast<const llvm::Module *>(&ir)) {
+            d.unit = "module";
+            (*M)->print(os, nullptr);
+          } else if (const auto *F =
+                         llvm::any_cast<const llvm::Function *>(&ir)) {
+            d.unit = (*F)->getName().str();
+            (*F)->print(os);
+          } else if (const auto *C =
+                         llvm::any_cast<const llvm::LazyCallGraph::SCC *>(
+                             &ir)) {
+            for (const auto &N : **C) {
+              if (!d.unit.empty()) d.unit += ",";
+              d.unit += N.getFunction().getName().str();
+              N.getFunction().print(os);
+            }
+          } else if (const auto *L = llvm::any_cast<const llvm::Loop *>(&ir)) {
+            const llvm::Function *F = (*L)->getHeader()->getParent();
+            d.unit = F->getName().str() + ":" + (*L)->getName().str();
+            F->print(os);
+          } else {
+            return;
+          }
+          os.flush();
+          dumps.push_back(std::move(d));
+        });
+  }
 
   llvm::LoopAnalysisManager LAM;
   llvm::FunctionAnalysisManager FAM;
@@ -355,7 +418,8 @@ void Module::optimize(const std::string &triple, const std::string &cpu,
   llvm::ModuleAnalysisManager MAM;
   // With the target machine, the builder runs the NVPTX callbacks
   // (NVVMReflect, NVVMIntrRange) and uses NVPTX's TTI cost model.
-  llvm::PassBuilder PB(tm.get());
+  llvm::PassBuilder PB(tm.get(), llvm::PipelineTuningOptions(), std::nullopt,
+                       &PIC);
   PB.registerModuleAnalyses(MAM);
   PB.registerCGSCCAnalyses(CGAM);
   PB.registerFunctionAnalyses(FAM);
@@ -379,29 +443,171 @@ void Module::optimize(const std::string &triple, const std::string &cpu,
   MPM.run(*I.mod, MAM);
   I.check("optimize", "optimization failed");
   verify();
+  return dumps;
 }
 
-std::string Module::emit_assembly(const std::string &triple,
-                                  const std::string &cpu,
-                                  const std::string &features, int level) {
-  auto &I = get();
-  auto tm = make_target_machine(triple, cpu, features, level);
-  I.mod->setTargetTriple(triple);
-  I.mod->setDataLayout(tm->createDataLayout());
+namespace {
+
+std::string emit(llvm::Module &M, std::vector<std::string> &errors,
+                 const std::string &triple, const std::string &cpu,
+                 const std::string &features, int level, bool pic,
+                 llvm::CodeGenFileType type) {
+  auto tm = make_target_machine(triple, cpu, features, level, pic);
+  M.setTargetTriple(triple);
+  M.setDataLayout(tm->createDataLayout());
   // Codegen mutates the module; emit from a clone so the module stays usable.
   llvm::SmallString<0> out;
   {
     llvm::raw_svector_ostream os(out);
     llvm::legacy::PassManager PM;
-    if (tm->addPassesToEmitFile(PM, os, nullptr,
-                                llvm::CodeGenFileType::AssemblyFile))
-      throw CoreError("codegen", "target " + triple + " cannot emit assembly");
-    I.reset_errors();
-    std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*I.mod);
+    if (tm->addPassesToEmitFile(PM, os, nullptr, type))
+      throw CoreError("codegen", "target " + triple + " cannot emit " +
+                                     (type == llvm::CodeGenFileType::ObjectFile
+                                          ? "object files"
+                                          : "assembly"));
+    errors.clear();
+    std::unique_ptr<llvm::Module> clone = llvm::CloneModule(M);
     PM.run(*clone);
   }
-  I.check("codegen", "PTX code generation failed");
   return std::string(out.str());
+}
+
+}  // namespace
+
+std::string Module::emit_assembly(const std::string &triple,
+                                  const std::string &cpu,
+                                  const std::string &features, int level,
+                                  bool pic) {
+  auto &I = get();
+  std::string out = emit(*I.mod, I.errors, triple, cpu, features, level, pic,
+                         llvm::CodeGenFileType::AssemblyFile);
+  I.check("codegen", "code generation for " + triple + " failed");
+  return out;
+}
+
+std::string Module::emit_object(const std::string &triple,
+                                const std::string &cpu,
+                                const std::string &features, int level,
+                                bool pic) {
+  auto &I = get();
+  std::string out = emit(*I.mod, I.errors, triple, cpu, features, level, pic,
+                         llvm::CodeGenFileType::ObjectFile);
+  I.check("codegen", "code generation for " + triple + " failed");
+  return out;
+}
+
+void Module::specialize(
+    const std::string &kernel, const std::string &new_name,
+    const std::vector<std::pair<int, std::string>> &constants,
+    const std::vector<std::pair<int, long long>> &multiples) {
+  auto &I = get();
+  llvm::Function *F = I.mod->getFunction(kernel);
+  if (!F || F->isDeclaration())
+    throw CoreError("usage", "no kernel named '" + kernel + "' to specialize");
+  if (!F->getReturnType()->isVoidTy())
+    throw CoreError("usage", "kernel '" + kernel + "' must return void");
+  if (I.mod->getNamedValue(new_name))
+    throw CoreError("usage", "cannot name the specialization '" + new_name +
+                                 "': the module already defines it");
+  const unsigned n = F->arg_size();
+  std::vector<llvm::Constant *> fixed(n, nullptr);
+  auto where = [&](int idx) {
+    return "kernel '" + kernel + "' parameter " + std::to_string(idx);
+  };
+  for (const auto &[idx, text] : constants) {
+    if (idx < 0 || static_cast<unsigned>(idx) >= n)
+      throw CoreError("usage", where(idx) + " does not exist");
+    if (fixed[idx])
+      throw CoreError("usage", where(idx) + " is fixed twice");
+    llvm::Type *ty = F->getArg(idx)->getType();
+    if (auto *ity = llvm::dyn_cast<llvm::IntegerType>(ty)) {
+      // Python passes the two's complement bits as an unsigned decimal.
+      llvm::APInt value;
+      if (llvm::StringRef(text).getAsInteger(10, value) ||
+          value.getActiveBits() > ity->getBitWidth())
+        throw CoreError("usage", where(idx) + ": '" + text + "' is not an " +
+                                     "i" + std::to_string(ity->getBitWidth()));
+      fixed[idx] =
+          llvm::ConstantInt::get(ity, value.zextOrTrunc(ity->getBitWidth()));
+    } else if (ty->isFloatTy() || ty->isDoubleTy()) {
+      llvm::APFloat value(ty->getFltSemantics());
+      auto status = value.convertFromString(
+          text, llvm::APFloat::rmNearestTiesToEven);
+      if (!status) {
+        llvm::consumeError(status.takeError());
+        throw CoreError("usage", where(idx) + ": '" + text +
+                                     "' is not a floating-point number");
+      }
+      fixed[idx] = llvm::ConstantFP::get(ty, value);
+    } else {
+      throw CoreError("usage", where(idx) + " is not an integer or float; " +
+                                   "only those can be fixed");
+    }
+  }
+  for (const auto &[idx, k] : multiples) {
+    if (idx < 0 || static_cast<unsigned>(idx) >= n)
+      throw CoreError("usage", where(idx) + " does not exist");
+    if (fixed[idx])
+      throw CoreError("usage", where(idx) + " is fixed; it cannot also be a "
+                                            "multiple");
+    if (!F->getArg(idx)->getType()->isIntegerTy() || k <= 0)
+      throw CoreError("usage", where(idx) + ": only integer parameters can be "
+                                            "declared multiples of k > 0");
+  }
+
+  llvm::LLVMContext &ctx = *I.ctx;
+  std::vector<llvm::Type *> kept;
+  for (unsigned i = 0; i < n; ++i)
+    if (!fixed[i]) kept.push_back(F->getArg(i)->getType());
+  auto *fty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), kept, false);
+  llvm::Function *S = llvm::Function::Create(
+      fty, llvm::GlobalValue::ExternalLinkage, new_name, *I.mod);
+  S->setCallingConv(F->getCallingConv());
+  // The original is called, not launched: plain C calling convention.
+  F->setCallingConv(llvm::CallingConv::C);
+  llvm::AttributeList attrs = F->getAttributes();
+  std::vector<llvm::Value *> args(n, nullptr);
+  unsigned j = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (fixed[i]) {
+      args[i] = fixed[i];
+      continue;
+    }
+    llvm::Argument *a = S->getArg(j);
+    a->setName(F->getArg(i)->getName());
+    S->addParamAttrs(j, llvm::AttrBuilder(ctx, attrs.getParamAttrs(i)));
+    args[i] = a;
+    ++j;
+  }
+  llvm::IRBuilder<> B(llvm::BasicBlock::Create(ctx, "entry", S));
+  for (const auto &[idx, k] : multiples) {
+    llvm::Value *v = args[idx];
+    auto *ity = llvm::cast<llvm::IntegerType>(v->getType());
+    llvm::Value *rem = B.CreateURem(v, llvm::ConstantInt::get(ity, k));
+    B.CreateAssumption(
+        B.CreateICmpEQ(rem, llvm::ConstantInt::get(ity, 0), "multiple"));
+  }
+  B.CreateCall(F, args);
+  B.CreateRetVoid();
+
+  F->setLinkage(llvm::GlobalValue::InternalLinkage);
+  F->removeFnAttr(llvm::Attribute::NoInline);
+  F->removeFnAttr(llvm::Attribute::OptimizeNone);
+  F->addFnAttr(llvm::Attribute::AlwaysInline);
+  // Annotations (kernel, maxntid, ...) move to the specialization.
+  if (auto *md = I.mod->getNamedMetadata("nvvm.annotations")) {
+    for (unsigned i = 0; i < md->getNumOperands(); ++i) {
+      llvm::MDNode *node = md->getOperand(i);
+      if (node->getNumOperands() == 0) continue;
+      if (llvm::mdconst::dyn_extract_or_null<llvm::Function>(
+              node->getOperand(0)) != F)
+        continue;
+      std::vector<llvm::Metadata *> ops(node->op_begin(), node->op_end());
+      ops[0] = llvm::ValueAsMetadata::get(S);
+      md->setOperand(i, llvm::MDNode::get(ctx, ops));
+    }
+  }
+  verify();
 }
 
 }  // namespace tilec

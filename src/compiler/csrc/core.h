@@ -29,6 +29,14 @@ struct FunctionInfo {
   bool is_declaration;
   std::string return_type;
   std::vector<std::string> param_types;
+  std::vector<std::string> param_names;  // "" where the IR names none
+};
+
+// The IR after one LLVM pass: pass name, the unit it ran on, the unit's text.
+struct PassDump {
+  std::string pass;
+  std::string unit;
+  std::string ir;
 };
 
 struct TargetInfo {
@@ -39,6 +47,9 @@ struct TargetInfo {
 std::string llvm_version();
 std::vector<std::string> registered_targets();
 TargetInfo target_info(const std::string &triple);
+// LLVM's name for the host processor and the features it reports ("+avx2,...").
+std::string host_cpu();
+std::string host_features();
 
 class Module {
 public:
@@ -62,10 +73,27 @@ public:
   // Links only what is referenced from `path` and internalizes it. Returns
   // the names of the linked definitions.
   std::vector<std::string> link_bitcode_internalized(const std::string &path);
-  void optimize(const std::string &triple, const std::string &cpu,
-                const std::string &features, int level);
+  // Runs the target machine's O0-O3 pipeline. With dump_passes, returns the
+  // IR after every pass (pass managers and adaptors left out).
+  std::vector<PassDump> optimize(const std::string &triple,
+                                 const std::string &cpu,
+                                 const std::string &features, int level,
+                                 bool dump_passes = false);
+  // Assembly (PTX for NVPTX) or an object file; pic selects position
+  // independent code (host shared objects).
   std::string emit_assembly(const std::string &triple, const std::string &cpu,
-                            const std::string &features, int level);
+                            const std::string &features, int level,
+                            bool pic = false);
+  std::string emit_object(const std::string &triple, const std::string &cpu,
+                          const std::string &features, int level,
+                          bool pic = false);
+  // Adds kernel `new_name` taking the parameters of `kernel` that are not
+  // fixed: it calls `kernel` with the constants (parameter index, decimal
+  // text) and assumes each (index, k) parameter is a multiple of k. `kernel`
+  // becomes internal and always-inline and hands its annotations over.
+  void specialize(const std::string &kernel, const std::string &new_name,
+                  const std::vector<std::pair<int, std::string>> &constants,
+                  const std::vector<std::pair<int, long long>> &multiples);
   void verify() const;
 
 private:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from . import ir
+from . import aot, backends, ir
+from .aot import AotKernel, AotLibrary
+from .backends import Backend, Target
 from .compiler import CompiledKernel, CompileOptions, Compiler, Metadata, __version__, compile
 from .errors import (
+    AotError,
+    BackendError,
     CompileError,
     CudaError,
     CudaUnavailableError,
     IRError,
     LaunchArgumentError,
     LaunchValueError,
+    PluginError,
     PtxasError,
     TargetError,
     TilecError,
@@ -21,6 +26,11 @@ from .native import NativeModule, llvm_version, registered_targets
 from .settings import Settings
 
 __all__ = [
+    "AotError",
+    "AotKernel",
+    "AotLibrary",
+    "Backend",
+    "BackendError",
     "CompileError",
     "CompileOptions",
     "CompiledKernel",
@@ -32,13 +42,17 @@ __all__ = [
     "LaunchValueError",
     "Metadata",
     "NativeModule",
+    "PluginError",
     "PtxasError",
     "Settings",
+    "Target",
     "TargetError",
     "TilecError",
     "ToolError",
     "ToolNotFoundError",
     "__version__",
+    "aot",
+    "backends",
     "compile",
     "ir",
     "llvm_version",

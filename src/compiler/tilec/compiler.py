@@ -1,87 +1,54 @@
-"""tilec.compile: LLVM IR -> optimized IR -> PTX -> cubin, as named stages, cached."""
+"""tilec.compile: IR -> the backend's named stages (llir, llir_opt, ptx, cubin for cuda), cached.
+
+The driver is backend-independent: it resolves the target through the backend
+registry, runs the backend's stages in order, keeps every output, caches the
+result and writes stage dumps (TILEC_DUMP_DIR / `dump_dir=`).
+"""
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
-import re
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import llvmlite.ir
 
-from . import driver, native, toolchain
 from . import ir as tir
-from .cache import Cache, Status, digest_json
-from .errors import CompileError, TargetError
-from .launch import Signature, launch_config, pack_args
-from .ptxas import Resources, assemble, parse_verbose
+from . import native, toolchain
+from .backends.base import Backend, Target
+from .backends.nvptx import CudaBackend
+from .backends.registry import Registry, registry_for
+from .cache import Cache, digest_json
+from .errors import BackendError, ToolNotFoundError
+from .kernel import (
+    CompiledKernel,
+    CompileOptions,
+    Metadata,
+    Stage,
+    StageContext,
+    Stages,
+    __version__,
+)
 from .settings import Settings
+from .specialize import Constant, ParamRef, Specialization
 
-__version__ = "0.1.0"
+__all__ = [
+    "Cache",
+    "CompileOptions",
+    "CompiledKernel",
+    "Compiler",
+    "Metadata",
+    "Stage",
+    "StageContext",
+    "Stages",
+    "__version__",
+    "compile",
+]
 
-_TARGET = re.compile(r"^sm_(\d+)a?$")
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    target: str = "sm_90"
-    ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
-    opt_level: int = 3
-    ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
-    kernel: str | None = None  # entry point; None: the module's only kernel
-    ptxas_options: tuple[str, ...] = ()
-    use_ptxas: bool = True  # False: leave cubin empty and let the driver JIT the PTX
-
-    def validate(self) -> None:
-        info = native.target_info()
-        if not _TARGET.match(self.target) or self.target not in info.processors:
-            raise TargetError(
-                f"unknown target {self.target!r}; this LLVM ({native.llvm_version()}) knows: "
-                f"{', '.join(p for p in info.processors if p.startswith('sm_'))}"
-            )
-        if self.ptx_version is not None and self.ptx_version not in info.ptx_versions:
-            raise TargetError(
-                f"unknown PTX ISA version {self.ptx_version}; supported: "
-                f"{', '.join(map(str, info.ptx_versions))} (80 means 8.0)"
-            )
-        if self.opt_level not in (0, 1, 2, 3):
-            raise TargetError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
-
-    @property
-    def features(self) -> str:
-        return f"+ptx{self.ptx_version}" if self.ptx_version is not None else ""
-
-    def digest(self) -> str:
-        return digest_json(asdict(self))
-
-
-@dataclass
-class Metadata:
-    name: str
-    target: str
-    signature: tuple[str, ...]
-    llvm_version: str
-    tilec_version: str = __version__
-    libdevice: str | None = None
-    libdevice_linked: tuple[str, ...] = ()
-    ptxas: str | None = None
-    ptxas_version: str | None = None
-    ptxas_log: str = ""
-    registers: int | None = None
-    shared_bytes: int | None = None
-    spill_stores: int | None = None
-    spill_loads: int | None = None
-    stack_bytes: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-Stage = Callable[[Any, Metadata], Any]
+CACHE_LAYOUT = 2  # bump when payloads change shape
 
 
 def _as_ir(src: str | bytes | llvmlite.ir.Module) -> str | bytes:
@@ -95,282 +62,147 @@ def _as_ir(src: str | bytes | llvmlite.ir.Module) -> str | bytes:
     )
 
 
-@functools.cache
-def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _sha_of(path: Path) -> str:
-    st = path.stat()
-    return _file_sha256(str(path), st.st_mtime_ns, st.st_size)
-
-
 class Compiler:
-    """Holds resolved settings and tools; `stages()` is the ordered pipeline."""
+    """Holds resolved settings, the backend registry and the cache."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, registry: Registry | None = None) -> None:
         self.settings = settings or Settings.from_env()
         self.cache = Cache(self.settings.cache_dir, self.settings.cache_enabled)
+        self.registry = registry or registry_for(self.settings.plugin_dirs)
 
-    # -- stages ---------------------------------------------------------------
-    def stages(self, opts: CompileOptions) -> dict[str, Stage]:
-        stages: dict[str, Stage] = {
-            "llir": lambda src, md: self.make_llir(src, md, opts),
-            "llir_opt": lambda src, md: self.make_llir_opt(src, md, opts),
-            "ptx": lambda src, md: self.make_ptx(src, md, opts),
-        }
-        if opts.use_ptxas and self.ptxas() is not None:
-            stages["cubin"] = lambda src, md: self.make_cubin(src, md, opts)
+    def resolve(self, opts: CompileOptions) -> tuple[Backend, Target]:
+        return self.registry.resolve(opts.target, opts)
+
+    def stages(self, opts: CompileOptions) -> dict[str, Callable[[Any, Metadata], Any]]:
+        """The target's stages as `(input, metadata) -> output`, for running one at a time.
+
+        Calls with the same metadata object share one StageContext (earlier outputs,
+        pass dumps), as in compile().
+        """
+        backend, target = self.resolve(opts)
+        contexts: dict[int, StageContext] = {}
+
+        def wrap(name: str, stage: Stage) -> Callable[[Any, Metadata], Any]:
+            def run(src: Any, md: Metadata) -> Any:
+                ctx = contexts.setdefault(id(md), StageContext(self.settings, target, opts, md))
+                out = ctx.outputs[name] = stage(src, ctx)
+                return out
+
+            return run
+
+        return {name: wrap(name, st) for name, st in self._stages(backend, target, opts).items()}
+
+    def _stages(self, backend: Backend, target: Target, opts: CompileOptions) -> dict[str, Stage]:
+        stages = backend.stages(target, opts, self.settings)
+        if isinstance(backend, CudaBackend):
+            # A subclass that overrides make_<stage> (e.g. another PTX -> cubin) gets it used.
+            for name in list(stages):
+                method = getattr(type(self), f"make_{name}", None)
+                if method is not None and method is not getattr(Compiler, f"make_{name}"):
+                    stages[name] = functools.partial(self._legacy_stage, name)
         return stages
 
+    def _legacy_stage(self, name: str, src: Any, ctx: StageContext) -> Any:
+        return getattr(self, f"make_{name}")(src, ctx.metadata, ctx.options)
+
+    # -- the cuda backend's stages one by one: (input, metadata, options) -------------
+    def _cuda(self, name: str, src: Any, md: Metadata, opts: CompileOptions) -> Any:
+        backend, target = self.resolve(opts)
+        if not isinstance(backend, CudaBackend):
+            raise BackendError(
+                f"make_{name} runs the cuda backend's stage; {opts.target} is not cuda"
+            )
+        stage = backend.stages(target, replace(opts, use_ptxas=True), self.settings).get(name)
+        if stage is None:
+            raise ToolNotFoundError("the cubin stage needs ptxas; none was found")
+        return stage(src, StageContext(self.settings, target, opts, md))
+
     def make_llir(self, src: str | bytes, md: Metadata, opts: CompileOptions) -> str:
-        with native.NativeModule(src, name="<tilec input>") as mod:
-            mod.set_target(opts.target, opts.features)
-            kernels = [f for f in mod.functions() if f.is_kernel and not f.is_declaration]
-            if opts.kernel is not None:
-                chosen = [f for f in kernels if f.name == opts.kernel]
-                if not chosen:
-                    raise CompileError(
-                        f"no kernel named {opts.kernel!r}; kernels: "
-                        f"{', '.join(f.name for f in kernels) or 'none'}"
-                    )
-            elif len(kernels) != 1:
-                raise CompileError(
-                    "the module must define exactly one kernel (or pass kernel=...); found "
-                    f"{', '.join(f.name for f in kernels) or 'none'} (mark kernels via "
-                    "!nvvm.annotations or tilec.ir.kernel)"
-                )
-            else:
-                chosen = kernels
-            kern = chosen[0]
-            Signature.from_llvm(kern.name, kern.param_types)  # refuse unsupported params early
-            md.name = kern.name
-            md.signature = kern.param_types
-            return mod.to_text()
+        return str(self._cuda("llir", src, md, opts))
 
     def make_llir_opt(self, src: str, md: Metadata, opts: CompileOptions) -> str:
-        with native.NativeModule(src, name="<tilec llir>") as mod:
-            needs = any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions())
-            if needs:
-                path = toolchain.find_libdevice(self.settings)
-                md.libdevice = str(path)
-                md.libdevice_linked = tuple(sorted(mod.link_internalized(str(path))))
-            mod.set_module_flag("nvvm-reflect-ftz", 1 if opts.ftz else 0)
-            mod.optimize(opts.target, opts.features, opts.opt_level)
-            return mod.to_text()
+        return str(self._cuda("llir_opt", src, md, opts))
 
     def make_ptx(self, src: str, md: Metadata, opts: CompileOptions) -> str:
-        with native.NativeModule(src, name="<tilec llir_opt>") as mod:
-            return mod.emit_assembly(opts.target, opts.features, opts.opt_level)
+        return str(self._cuda("ptx", src, md, opts))
 
     def make_cubin(self, src: str, md: Metadata, opts: CompileOptions) -> bytes:
-        ptxas = self.ptxas()
-        assert ptxas is not None
-        cubin, log = assemble(
-            ptxas.path, src, opts.target, opts.ptxas_options, min(opts.opt_level, 3)
-        )
-        md.ptxas_log = log
-        res: Resources | None = parse_verbose(log).get(md.name)
-        if res is not None:
-            md.registers = res.registers
-            md.shared_bytes = res.shared_bytes
-            md.spill_stores = res.spill_stores
-            md.spill_loads = res.spill_loads
-            md.stack_bytes = res.stack_bytes
-        return cubin
+        return bytes(self._cuda("cubin", src, md, opts))
 
-    # -- tools ----------------------------------------------------------------
     def ptxas(self) -> toolchain.Ptxas | None:
         path = toolchain.find_ptxas(self.settings)
         return toolchain.ptxas_info(path) if path is not None else None
 
-    # -- driver ---------------------------------------------------------------
-    def cache_key(self, src: str | bytes, opts: CompileOptions) -> str:
+    def cache_key(
+        self, src: str | bytes, opts: CompileOptions, backend: Backend, target: Target
+    ) -> str:
         data = src.encode() if isinstance(src, str) else src
-        ptxas = self.ptxas() if opts.use_ptxas else None
-        libdevice: str | None = None
-        try:
-            libdevice = _sha_of(toolchain.find_libdevice(self.settings))
-        except Exception:
-            libdevice = None
         return digest_json(
             {
+                "layout": CACHE_LAYOUT,
                 "ir": hashlib.sha256(data).hexdigest(),
                 "options": opts.digest(),
+                "target": str(target),
                 "tilec": __version__,
                 "llvm": native.llvm_version(),
-                "ptxas": [str(ptxas.path), ptxas.version] if ptxas else None,
-                "libdevice": libdevice,
+                "backend": [backend.name, backend.version, type(backend).__qualname__],
+                "tools": backend.cache_key(target, opts, self.settings),
             }
         )
 
     def compile(
-        self, src: str | bytes | llvmlite.ir.Module, opts: CompileOptions
+        self,
+        src: str | bytes | llvmlite.ir.Module,
+        opts: CompileOptions,
+        *,
+        dump_dir: str | Path | None = None,
+        dump_passes: bool | None = None,
     ) -> CompiledKernel:
+        """Compile (or fetch from the cache); with dumps asked for, write every stage.
+
+        Pass dumps need a real compile, so `dump_passes` skips reading the cache.
+        """
         opts.validate()
+        backend, target = self.resolve(opts)
         ir_src = _as_ir(src)
-        key = self.cache_key(ir_src, opts)
-        payload, status = self.cache.get(key)
-        if payload is not None:
-            try:
-                return CompiledKernel._from_payload(payload, opts, key, status)
-            except (KeyError, TypeError, ValueError):
-                status = "corrupt"
-        md = Metadata(name="", target=opts.target, signature=(), llvm_version=native.llvm_version())
-        ptxas = self.ptxas() if opts.use_ptxas else None
-        if ptxas is not None:
-            md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
-        asm: dict[str, Any] = {}
-        current: Any = ir_src
-        for name, stage in self.stages(opts).items():
-            current = stage(current, md)
-            asm[name] = current
-        kernel = CompiledKernel(asm, md, opts, key, status)
-        self.cache.put(key, kernel._payload())
+        key = self.cache_key(ir_src, opts, backend, target)
+        passes = self.settings.dump_passes if dump_passes is None else dump_passes
+        out_dir = Path(dump_dir) if dump_dir is not None else self.settings.debug_dump_dir
+
+        kernel: CompiledKernel | None = None
+        status: Any = "miss"
+        if not passes:
+            payload, status = self.cache.get(key)
+            if payload is not None:
+                try:
+                    asm, md = CompiledKernel._parse_payload(payload)
+                    kernel = backend.make_kernel(
+                        asm, md, opts, key, status, target, settings=self.settings
+                    )
+                except (KeyError, TypeError, ValueError):
+                    status = "corrupt"
+        if kernel is None:
+            md = Metadata(
+                name="",
+                target=target.arch,
+                signature=(),
+                llvm_version=native.llvm_version(),
+                backend=backend.name,
+            )
+            ctx = StageContext(self.settings, target, opts, md, dump_passes=passes)
+            produced: dict[str, Any] = {}
+            current: Any = ir_src
+            for name, stage in self._stages(backend, target, opts).items():
+                current = stage(current, ctx)
+                produced[name] = ctx.outputs[name] = current
+            kernel = backend.make_kernel(
+                produced, md, opts, key, status, target, settings=self.settings
+            )
+            kernel.passes = tuple(ctx.passes)
+            self.cache.put(key, kernel._payload())
+        if out_dir is not None:
+            kernel.dump(out_dir / f"{kernel.name}-{key[:12]}", metadata=True)
         return kernel
-
-
-class _Launcher:
-    def __init__(self, kernel: CompiledKernel, grid: Any, block: Any) -> None:
-        self.kernel = kernel
-        self.grid, self.block = launch_config(grid, block)
-
-    def __call__(self, *args: Any, stream: Any = None, shared_mem: int = 0) -> None:
-        self.kernel.launch(self.grid, self.block, args, stream=stream, shared_mem=shared_mem)
-
-
-class CompiledKernel:
-    """Stages (`asm`), metadata, and a launcher: `kernel[grid, block](*args)`.
-
-    Modules load once per CUDA context and the CUfunction is cached;
-    `close()` (or `with`) unloads them deterministically.
-    """
-
-    def __init__(
-        self,
-        asm: Mapping[str, Any],
-        metadata: Metadata,
-        options: CompileOptions,
-        key: str,
-        cache_status: Status,
-    ) -> None:
-        self.asm: dict[str, Any] = dict(asm)
-        self.metadata = metadata
-        self.options = options
-        self.key = key
-        self.cache_status: Status = cache_status
-        self.name = metadata.name
-        self.signature = Signature.from_llvm(metadata.name, metadata.signature)
-        self._loaded: dict[int, tuple[Any, Any]] = {}  # context -> (CUmodule, CUfunction)
-        self._lock = threading.Lock()
-
-    # -- serialization for the cache -------------------------------------------
-    def _payload(self) -> dict[str, Any]:
-        asm = {
-            k: ({"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else {"text": v})
-            for k, v in self.asm.items()
-        }
-        md = asdict(self.metadata)
-        md["signature"] = list(self.metadata.signature)
-        md["libdevice_linked"] = list(self.metadata.libdevice_linked)
-        return {"asm": asm, "order": list(self.asm), "metadata": md}
-
-    @classmethod
-    def _from_payload(
-        cls, payload: dict[str, Any], opts: CompileOptions, key: str, status: Status
-    ) -> CompiledKernel:
-        asm: dict[str, Any] = {}
-        for name in payload["order"]:
-            item = payload["asm"][name]
-            asm[name] = base64.b64decode(item["b64"]) if "b64" in item else str(item["text"])
-        md_raw = dict(payload["metadata"])
-        md_raw["signature"] = tuple(md_raw["signature"])
-        md_raw["libdevice_linked"] = tuple(md_raw["libdevice_linked"])
-        return cls(asm, Metadata(**md_raw), opts, key, status)
-
-    # -- inspection ---------------------------------------------------------------
-    def dump(self, directory: str | Path) -> list[Path]:
-        """Write every stage to `directory` (kernel.llir, kernel.ptx, kernel.cubin, ...)."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for stage, value in self.asm.items():
-            path = out / f"{self.name}.{stage}"
-            if isinstance(value, bytes):
-                path.write_bytes(value)
-            else:
-                path.write_text(value)
-            written.append(path)
-        return written
-
-    # -- runtime --------------------------------------------------------------------
-    def _function(self) -> Any:
-        ctx = driver.current_context()
-        handle = int(ctx)
-        with self._lock:
-            loaded = self._loaded.get(handle)
-            if loaded is None:
-                cubin = self.asm.get("cubin")
-                if cubin:
-                    module = driver.load_module(cubin, is_ptx=False)
-                else:
-                    module = driver.load_module(self.asm["ptx"].encode(), is_ptx=True)
-                function = driver.get_function(module, self.name)
-                loaded = (module, function)
-                self._loaded[handle] = loaded
-                if self.metadata.registers is None:
-                    self.metadata.registers = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_NUM_REGS"
-                    )
-                    self.metadata.shared_bytes = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"
-                    )
-                    self.metadata.stack_bytes = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"
-                    )
-        return loaded[1]
-
-    def __getitem__(self, config: tuple[Any, Any]) -> _Launcher:
-        if not isinstance(config, tuple) or len(config) != 2:
-            raise TypeError("launch as kernel[grid, block](*args)")
-        return _Launcher(self, config[0], config[1])
-
-    def launch(
-        self,
-        grid: tuple[int, int, int],
-        block: tuple[int, int, int],
-        args: tuple[Any, ...],
-        stream: Any = None,
-        shared_mem: int = 0,
-    ) -> None:
-        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
-            raise TypeError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
-        packed = pack_args(self.signature, args)  # raises before touching the driver
-        function = self._function()
-        cu_stream = driver.as_stream(stream)
-        if shared_mem > 48 * 1024:
-            driver.set_max_dynamic_shared(function, shared_mem)
-        driver.launch(function, grid, block, shared_mem, cu_stream, packed.address)
-
-    def close(self) -> None:
-        with self._lock:
-            loaded, self._loaded = self._loaded, {}
-        for module, _ in loaded.values():
-            driver.unload_module(module)
-
-    def __enter__(self) -> CompiledKernel:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<CompiledKernel {self.signature} {self.options.target} stages={list(self.asm)}>"
 
 
 def compile(
@@ -383,9 +215,22 @@ def compile(
     kernel: str | None = None,
     ptxas_options: tuple[str, ...] = (),
     use_ptxas: bool = True,
+    constants: Mapping[ParamRef, Constant] | Iterable[tuple[ParamRef, Constant]] | None = None,
+    multiple_of: Mapping[ParamRef, int] | Iterable[tuple[ParamRef, int]] | None = None,
     settings: Settings | None = None,
+    dump_dir: str | Path | None = None,
+    dump_passes: bool | None = None,
 ) -> CompiledKernel:
-    """Compile one kernel of `src` (IR text, bitcode, or a llvmlite.ir.Module)."""
+    """Compile one kernel of `src` (IR text, bitcode, or a llvmlite.ir.Module).
+
+    `target`: "cuda:90" / "sm_90" (in tree), or "<plugin>:<arch>". `constants` fixes
+    parameters (by name or index) at compile time; `multiple_of` lets the kernel
+    assume integer parameters are multiples of k. The entry point's name then
+    carries the specialization (e.g. `vadd__n_1024`) and launches take only the
+    parameters left. `dump_dir` (default: TILEC_DUMP_DIR) receives every stage;
+    `dump_passes` (default: TILEC_DUMP_PASSES) adds the IR after each LLVM pass.
+    """
+    spec = Specialization.make(constants, multiple_of)
     opts = CompileOptions(
         target=target,
         ptx_version=ptx_version,
@@ -394,5 +239,7 @@ def compile(
         kernel=kernel,
         ptxas_options=tuple(ptxas_options),
         use_ptxas=use_ptxas,
+        constants=spec.constants,
+        multiple_of=spec.multiple_of,
     )
-    return Compiler(settings).compile(src, opts)
+    return Compiler(settings).compile(src, opts, dump_dir=dump_dir, dump_passes=dump_passes)

@@ -85,3 +85,25 @@ class LaunchArgumentError(TilecError, TypeError):
 
 class LaunchValueError(TilecError, ValueError):
     """A kernel argument or launch configuration is out of range (raised before launch)."""
+
+
+class BackendError(TilecError, ValueError):
+    """No backend serves a target, or a backend cannot do what was asked (e.g. AOT)."""
+
+
+class PluginError(TilecError):
+    """A backend plugin is broken, ambiguous or misconfigured.
+
+    `plugin` is the backend name (or the plugin's directory when the manifest
+    names none) and `origin` says where it came from: built in, an entry point
+    of a distribution, or a TILEC_PLUGIN_DIRS directory.
+    """
+
+    def __init__(self, message: str, plugin: str = "", origin: str = "") -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.origin = origin
+
+
+class AotError(TilecError):
+    """Ahead-of-time generation or linking was asked for something inconsistent."""

@@ -55,9 +55,23 @@ def mark_kernel(module: ir.Module, fn: ir.Function) -> None:
     )
 
 
-def kernel(module: ir.Module, name: str, params: Sequence[ir.Type]) -> ir.Function:
-    """Declare a `void name(params...)` kernel entry point and mark it as a kernel."""
+def kernel(
+    module: ir.Module,
+    name: str,
+    params: Sequence[ir.Type],
+    names: Sequence[str] | None = None,
+) -> ir.Function:
+    """Declare a `void name(params...)` kernel entry point and mark it as a kernel.
+
+    `names` name the parameters: specializations (`constants={"n": ...}`) and AOT
+    launchers refer to them by these names.
+    """
     fn = ir.Function(module, ir.FunctionType(void, list(params)), name=name)
+    if names is not None:
+        if len(names) != len(params):
+            raise ValueError(f"{len(params)} parameters but {len(names)} names")
+        for arg, pname in zip(fn.args, names, strict=True):
+            arg.name = pname
     mark_kernel(module, fn)
     return fn
 

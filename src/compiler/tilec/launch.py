@@ -10,7 +10,7 @@ import ctypes
 import math
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +130,13 @@ class PackedArgs:
         return ctypes.addressof(self.array)
 
 
-def pack_args(sig: Signature, args: Sequence[Any]) -> PackedArgs:
+def pack_args(
+    sig: Signature,
+    args: Sequence[Any],
+    pointer: Callable[[Any, str], int] = device_pointer,
+) -> PackedArgs:
+    """Check and pack `args`; `pointer` turns a pointer argument into an address
+    (device_pointer here; a host backend passes its own)."""
     if len(args) != len(sig.params):
         raise LaunchArgumentError(
             f"kernel {sig} takes {len(sig.params)} argument(s), got {len(args)}"
@@ -139,7 +145,7 @@ def pack_args(sig: Signature, args: Sequence[Any]) -> PackedArgs:
     for param, value in zip(sig.params, args, strict=True):
         where = f"kernel {sig.name!r} argument {param.index} ({param.llvm_type})"
         if param.is_pointer:
-            values.append(ctypes.c_uint64(device_pointer(value, where)))
+            values.append(ctypes.c_uint64(pointer(value, where)))
         else:
             values.append(_scalar(param, value, where))
     array = (ctypes.c_void_p * max(1, len(values)))()

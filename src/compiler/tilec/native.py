@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
@@ -60,6 +60,16 @@ def registered_targets() -> list[str]:
     return list(core().registered_targets())
 
 
+def host_cpu() -> str:
+    """LLVM's name for this machine's processor (e.g. "znver4")."""
+    return str(core().host_cpu())
+
+
+def host_features() -> str:
+    """The host processor's features as LLVM spells them ("+avx2,-avx512f,...")."""
+    return str(core().host_features())
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     processors: tuple[str, ...]
@@ -83,6 +93,16 @@ class FunctionInfo:
     is_declaration: bool
     return_type: str
     param_types: tuple[str, ...]
+    param_names: tuple[str, ...] = ()  # "" where the IR names none
+
+
+@dataclass(frozen=True)
+class PassDump:
+    """The IR after one LLVM pass, for the unit it ran on (module, function, SCC, loop)."""
+
+    pass_name: str
+    unit: str
+    ir: str
 
 
 class NativeModule:
@@ -118,8 +138,8 @@ class NativeModule:
 
     def functions(self) -> list[FunctionInfo]:
         return [
-            FunctionInfo(name, kern, decl, ret, tuple(params))
-            for name, kern, decl, ret, params in _call(self._mod.functions)
+            FunctionInfo(name, kern, decl, ret, tuple(params), tuple(names))
+            for name, kern, decl, ret, params, names in _call(self._mod.functions)
         ]
 
     def verify(self) -> None:
@@ -134,8 +154,35 @@ class NativeModule:
     def link_internalized(self, path: str) -> list[str]:
         return _call(lambda: self._mod.link_bitcode_internalized(path))
 
-    def optimize(self, cpu: str, features: str, level: int, triple: str = NVPTX_TRIPLE) -> None:
-        _call(lambda: self._mod.optimize(triple, cpu, features, level))
+    def optimize(
+        self,
+        cpu: str,
+        features: str,
+        level: int,
+        triple: str = NVPTX_TRIPLE,
+        dump_passes: bool = False,
+    ) -> list[PassDump]:
+        """O0-O3 with the target machine's pipeline; the IR after each pass if asked."""
+        raw = _call(lambda: self._mod.optimize(triple, cpu, features, level, dump_passes))
+        return [PassDump(p, u, ir) for p, u, ir in raw]
 
-    def emit_assembly(self, cpu: str, features: str, level: int, triple: str = NVPTX_TRIPLE) -> str:
-        return str(_call(lambda: self._mod.emit_assembly(triple, cpu, features, level)))
+    def emit_assembly(
+        self, cpu: str, features: str, level: int, triple: str = NVPTX_TRIPLE, pic: bool = False
+    ) -> str:
+        return str(_call(lambda: self._mod.emit_assembly(triple, cpu, features, level, pic)))
+
+    def emit_object(
+        self, cpu: str, features: str, level: int, triple: str, pic: bool = False
+    ) -> bytes:
+        """A relocatable object file for `triple` (pic=True for shared objects)."""
+        return bytes(_call(lambda: self._mod.emit_object(triple, cpu, features, level, pic)))
+
+    def specialize(
+        self,
+        kernel: str,
+        new_name: str,
+        constants: Sequence[tuple[int, str]] = (),
+        multiples: Sequence[tuple[int, int]] = (),
+    ) -> None:
+        """Add kernel `new_name`: `kernel` with parameters fixed / assumed multiples of k."""
+        _call(lambda: self._mod.specialize(kernel, new_name, list(constants), list(multiples)))

@@ -19,6 +19,10 @@ class Settings:
     cuda_home: Path | None
     path: str
     debug_dump_dir: Path | None
+    dump_passes: bool = False  # TILEC_DUMP_PASSES: also the IR after every LLVM pass
+    plugin_dirs: tuple[Path, ...] = ()  # TILEC_PLUGIN_DIRS, os.pathsep-separated
+    nvdisasm: Path | None = None  # TILEC_NVDISASM
+    cuobjdump: Path | None = None  # TILEC_CUOBJDUMP
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -42,4 +46,12 @@ class Settings:
             cuda_home=cuda_home,
             path=env.get("PATH", ""),
             debug_dump_dir=opt_path("TILEC_DUMP_DIR"),
+            dump_passes=env.get("TILEC_DUMP_PASSES", "0").strip().lower() not in _FALSE,
+            nvdisasm=opt_path("TILEC_NVDISASM"),
+            cuobjdump=opt_path("TILEC_CUOBJDUMP"),
+            plugin_dirs=tuple(
+                Path(p).expanduser()
+                for p in env.get("TILEC_PLUGIN_DIRS", "").split(os.pathsep)
+                if p.strip()
+            ),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import re
@@ -62,6 +63,32 @@ def find_ptxas(settings: Settings) -> Path | None:
     return None
 
 
+def find_cuda_tool(settings: Settings, name: str) -> Path | None:
+    """A CUDA binary tool (nvdisasm, cuobjdump): $CUDA_HOME/bin, PATH, beside ptxas,
+    /usr/local/cuda/bin, the nvidia-* wheels."""
+    env_override = {"nvdisasm": settings.nvdisasm, "cuobjdump": settings.cuobjdump}.get(name)
+    if env_override is not None:
+        return env_override if env_override.is_file() else None
+    candidates: list[Path] = []
+    if settings.cuda_home is not None:
+        candidates.append(settings.cuda_home / "bin" / name)
+    found = shutil.which(name, path=settings.path)
+    if found:
+        candidates.append(Path(found))
+    try:
+        ptxas = find_ptxas(settings)
+    except ToolNotFoundError:
+        ptxas = None
+    if ptxas is not None:
+        candidates.append(ptxas.parent / name)
+    candidates += [h / "bin" / name for h in _cuda_homes(settings)]
+    candidates += [r / "bin" / name for r in _nvidia_wheel_roots()]
+    for cand in candidates:
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
 def find_libdevice(settings: Settings) -> Path:
     """TILEC_LIBDEVICE, then <cuda>/nvvm/libdevice, then the nvidia wheels."""
     if settings.libdevice is not None:
@@ -108,3 +135,14 @@ def ptxas_info(path: Path) -> Ptxas:
     )
     match = re.search(r"V(\d+\.\d+\.\d+)", proc.stdout)
     return Ptxas(path, match.group(1) if match else "unknown")
+
+
+@functools.cache
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, remembered while its mtime and size stay the same."""
+    st = path.stat()
+    return _file_sha256(str(path), st.st_mtime_ns, st.st_size)

@@ -1,0 +1,131 @@
+"""The backend interface: parse targets, name and produce stages, give the binary and its launcher.
+
+A backend is a `Backend` subclass. tilec has one in tree (`cuda`, NVPTX); others
+come from plugins (entry-point group `tilec.backends`, or TILEC_PLUGIN_DIRS), see
+tilec.backends.registry. Stages are callables `(input, StageContext) -> output`,
+run in order; each output is kept in `kernel.asm[<stage>]`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .. import native
+from ..errors import CompileError
+from ..kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
+from ..launch import Signature
+from ..settings import Settings
+from ..specialize import c_param_names
+
+__all__ = ["Backend", "Stage", "StageContext", "Target", "front_end"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target: the backend's name and its arch ("cuda", "sm_90")."""
+
+    backend: str
+    arch: str
+    features: str = ""  # LLVM subtarget features, e.g. "+ptx80"
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.arch}"
+
+
+class Backend(abc.ABC):
+    """One code generator and its runtime.
+
+    Subclasses set the class attributes and implement `parse_target` and `stages`.
+    """
+
+    name: ClassVar[str] = ""  # the target prefix: "cuda" in "cuda:90"
+    version: ClassVar[str] = "0"  # part of every cache key of this backend's kernels
+    description: ClassVar[str] = ""
+    binary_stage: ClassVar[str] = ""  # the stage whose output is loaded and run
+    binary_format: ClassVar[str] = ""  # e.g. "cubin", "elf-shared-object"
+    kernel_class: ClassVar[type[CompiledKernel]] = CompiledKernel  # its launcher
+    default_arch: ClassVar[str | None] = None  # used when the target is the bare name
+
+    @abc.abstractmethod
+    def parse_target(self, arch: str, options: CompileOptions) -> Target:
+        """`arch` is what follows "<name>:"; raise TargetError naming what is valid."""
+
+    @abc.abstractmethod
+    def stages(
+        self, target: Target, options: CompileOptions, settings: Settings
+    ) -> dict[str, Stage]:
+        """The ordered stages for this target; the first one takes the input IR."""
+
+    def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
+        """Identity of the tools the stages use (JSON-able); part of the cache key."""
+        return None
+
+    def derived_stages(self, kernel: CompiledKernel) -> dict[str, Callable[[], Any]]:
+        """Stages computed on demand from the kernel (e.g. "sass" from "cubin")."""
+        return {}
+
+    def make_kernel(
+        self,
+        asm: dict[str, Any],
+        metadata: Metadata,
+        options: CompileOptions,
+        key: str,
+        status: Any,
+        target: Target,
+        settings: Settings | None = None,
+    ) -> CompiledKernel:
+        return self.kernel_class(
+            asm, metadata, options, key, status, backend=self, target=target, settings=settings
+        )
+
+    def __repr__(self) -> str:
+        return f"<tilec backend {self.name!r} ({self.binary_format})>"
+
+
+def front_end(src: str | bytes, ctx: StageContext, triple: str, cpu: str, features: str) -> str:
+    """The common first stage: parse, verify, choose the kernel, apply the specialization.
+
+    Returns the module's text with `triple`'s data layout. Records the entry point
+    (the specialization's name), its signature and C parameter names in the metadata.
+    """
+    md, opts = ctx.metadata, ctx.options
+    with native.NativeModule(src, name="<tilec input>") as mod:
+        mod.set_target(cpu, features, triple=triple)
+        kernels = [f for f in mod.functions() if f.is_kernel and not f.is_declaration]
+        if opts.kernel is not None:
+            chosen = [f for f in kernels if f.name == opts.kernel]
+            if not chosen:
+                raise CompileError(
+                    f"no kernel named {opts.kernel!r}; kernels: "
+                    f"{', '.join(f.name for f in kernels) or 'none'}"
+                )
+        elif len(kernels) != 1:
+            raise CompileError(
+                "the module must define exactly one kernel (or pass kernel=...); found "
+                f"{', '.join(f.name for f in kernels) or 'none'} (mark kernels via "
+                "!nvvm.annotations or tilec.ir.kernel)"
+            )
+        else:
+            chosen = kernels
+        kern = chosen[0]
+        Signature.from_llvm(kern.name, kern.param_types)  # refuse unsupported params early
+        names = kern.param_names or ("",) * len(kern.param_types)
+        spec = opts.specialization().resolve(kern.name, kern.param_types, names)
+        md.base_kernel = kern.name
+        md.base_signature = kern.param_types
+        md.base_param_names = c_param_names(names)
+        if spec:
+            mod.specialize(kern.name, spec.kernel_name, spec.core_constants(), spec.multiples)
+            md.name = spec.kernel_name
+            md.signature = tuple(spec.types[i] for i in spec.kept)
+            md.param_names = tuple(spec.names[i] for i in spec.kept)
+            md.specialization = spec.to_json()
+        else:
+            md.name = kern.name
+            md.signature = kern.param_types
+            md.param_names = md.base_param_names
+            md.specialization = {}
+        return mod.to_text()

@@ -1,0 +1,212 @@
+"""The in-tree backend `cuda`: LLVM's NVPTX target to PTX, ptxas to cubin, cuda-python to launch.
+
+Targets: `cuda:90`, `cuda:sm_90`, `cuda:90a` (and the bare `sm_90` form). Stages:
+`llir` (parsed, kernel chosen, specialized), `llir_opt` (libdevice linked, O0-O3),
+`ptx`, `cubin` (when ptxas is found; without it the driver JITs the PTX). `sass`
+is derived on demand with nvdisasm or cuobjdump.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import driver, native, toolchain
+from ..errors import TargetError, ToolError, ToolNotFoundError
+from ..kernel import CompiledKernel, CompileOptions, Stage, StageContext
+from ..launch import pack_args
+from ..ptxas import Resources, assemble, parse_verbose
+from ..settings import Settings
+from .base import Backend, Target, front_end
+
+_ARCH = re.compile(r"^(?:sm_)?(\d+)(a?)$")
+TRIPLE = native.NVPTX_TRIPLE
+
+
+class CudaKernel(CompiledKernel):
+    """Loads the cubin (or PTX) once per CUDA context and caches the CUfunction."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: dict[int, tuple[Any, Any]] = {}  # context -> (CUmodule, CUfunction)
+        self._lock = threading.Lock()
+
+    def _function(self) -> Any:
+        ctx = driver.current_context()
+        handle = int(ctx)
+        with self._lock:
+            loaded = self._loaded.get(handle)
+            if loaded is None:
+                cubin = self.asm.get("cubin")
+                if cubin:
+                    module = driver.load_module(cubin, is_ptx=False)
+                else:
+                    module = driver.load_module(self.asm["ptx"].encode(), is_ptx=True)
+                function = driver.get_function(module, self.name)
+                loaded = (module, function)
+                self._loaded[handle] = loaded
+                if self.metadata.registers is None:
+                    self.metadata.registers = driver.function_attribute(
+                        function, "CU_FUNC_ATTRIBUTE_NUM_REGS"
+                    )
+                    self.metadata.shared_bytes = driver.function_attribute(
+                        function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"
+                    )
+                    self.metadata.stack_bytes = driver.function_attribute(
+                        function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"
+                    )
+        return loaded[1]
+
+    def launch(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: tuple[Any, ...],
+        stream: Any = None,
+        shared_mem: int = 0,
+    ) -> None:
+        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
+            raise TypeError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
+        packed = pack_args(self.signature, args)  # raises before touching the driver
+        function = self._function()
+        cu_stream = driver.as_stream(stream)
+        if shared_mem > 48 * 1024:
+            driver.set_max_dynamic_shared(function, shared_mem)
+        driver.launch(function, grid, block, shared_mem, cu_stream, packed.address)
+
+    def close(self) -> None:
+        with self._lock:
+            loaded, self._loaded = self._loaded, {}
+        for module, _ in loaded.values():
+            driver.unload_module(module)
+
+
+def disassemble(settings: Settings, cubin: bytes) -> str:
+    """SASS of a cubin with nvdisasm, or cuobjdump -sass when only that is there."""
+    nvdisasm = toolchain.find_cuda_tool(settings, "nvdisasm")
+    cuobjdump = toolchain.find_cuda_tool(settings, "cuobjdump")
+    if nvdisasm is None and cuobjdump is None:
+        raise ToolNotFoundError(
+            "SASS needs nvdisasm or cuobjdump (CUDA toolkit bin/, PATH, CUDA_HOME, "
+            "TILEC_NVDISASM/TILEC_CUOBJDUMP, or pip install nvidia-cuda-nvdisasm)"
+        )
+    with tempfile.TemporaryDirectory(prefix="tilec-sass-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        if nvdisasm is not None:
+            cmd = [str(nvdisasm), "-c", "-g", str(path)]
+        else:
+            assert cuobjdump is not None
+            cmd = [str(cuobjdump), "-sass", str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if proc.returncode != 0:
+            raise ToolError(
+                "disassembling the cubin", cmd, proc.returncode, proc.stdout + proc.stderr
+            )
+        return proc.stdout
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    version = "1"
+    description = "LLVM NVPTX -> PTX -> cubin (ptxas), launched through cuda-python"
+    binary_stage = "cubin"
+    binary_format = "cubin"
+    kernel_class = CudaKernel
+    default_arch = "sm_90"
+
+    # -- targets -------------------------------------------------------------
+    def parse_target(self, arch: str, options: CompileOptions) -> Target:
+        info = native.target_info()
+        m = _ARCH.match(arch)
+        proc = f"sm_{m.group(1)}{m.group(2)}" if m else arch
+        if m is None or proc not in info.processors:
+            spelled = arch if arch.startswith("sm_") else f"cuda:{arch}"
+            raise TargetError(
+                f"unknown target {spelled!r}; this LLVM ({native.llvm_version()}) knows: "
+                f"{', '.join(p for p in info.processors if p.startswith('sm_'))} "
+                "(write cuda:90, cuda:sm_90 or sm_90)"
+            )
+        if options.ptx_version is not None and options.ptx_version not in info.ptx_versions:
+            raise TargetError(
+                f"unknown PTX ISA version {options.ptx_version}; supported: "
+                f"{', '.join(map(str, info.ptx_versions))} (80 means 8.0)"
+            )
+        return Target(self.name, proc, options.features)
+
+    # -- stages --------------------------------------------------------------
+    def stages(
+        self, target: Target, options: CompileOptions, settings: Settings
+    ) -> dict[str, Stage]:
+        stages: dict[str, Stage] = {
+            "llir": lambda src, ctx: front_end(src, ctx, TRIPLE, target.arch, target.features),
+            "llir_opt": self._llir_opt,
+            "ptx": self._ptx,
+        }
+        if options.use_ptxas and self.ptxas(settings) is not None:
+            stages["cubin"] = self._cubin
+        return stages
+
+    def _llir_opt(self, src: str, ctx: StageContext) -> str:
+        md, opts, target = ctx.metadata, ctx.options, ctx.target
+        with native.NativeModule(src, name="<tilec llir>") as mod:
+            needs = any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions())
+            if needs:
+                path = toolchain.find_libdevice(ctx.settings)
+                md.libdevice = str(path)
+                md.libdevice_linked = tuple(sorted(mod.link_internalized(str(path))))
+            mod.set_module_flag("nvvm-reflect-ftz", 1 if opts.ftz else 0)
+            ctx.passes += mod.optimize(
+                target.arch, target.features, opts.opt_level, dump_passes=ctx.dump_passes
+            )
+            return mod.to_text()
+
+    def _ptx(self, src: str, ctx: StageContext) -> str:
+        with native.NativeModule(src, name="<tilec llir_opt>") as mod:
+            return mod.emit_assembly(ctx.target.arch, ctx.target.features, ctx.options.opt_level)
+
+    def _cubin(self, src: str, ctx: StageContext) -> bytes:
+        md, opts = ctx.metadata, ctx.options
+        ptxas = self.ptxas(ctx.settings)
+        assert ptxas is not None
+        md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
+        cubin, log = assemble(
+            ptxas.path, src, ctx.target.arch, opts.ptxas_options, min(opts.opt_level, 3)
+        )
+        md.ptxas_log = log
+        res: Resources | None = parse_verbose(log).get(md.name)
+        if res is not None:
+            md.registers = res.registers
+            md.shared_bytes = res.shared_bytes
+            md.spill_stores = res.spill_stores
+            md.spill_loads = res.spill_loads
+            md.stack_bytes = res.stack_bytes
+        return cubin
+
+    # -- tools -----------------------------------------------------------------
+    @staticmethod
+    def ptxas(settings: Settings) -> toolchain.Ptxas | None:
+        path = toolchain.find_ptxas(settings)
+        return toolchain.ptxas_info(path) if path is not None else None
+
+    def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
+        ptxas = self.ptxas(settings) if options.use_ptxas else None
+        try:
+            libdevice: str | None = toolchain.file_sha256(toolchain.find_libdevice(settings))
+        except Exception:
+            libdevice = None
+        return {
+            "ptxas": [str(ptxas.path), ptxas.version] if ptxas else None,
+            "libdevice": libdevice,
+        }
+
+    def derived_stages(self, kernel: CompiledKernel) -> dict[str, Callable[[], Any]]:
+        if "cubin" not in kernel.asm:
+            return {}
+        settings = kernel.settings or Settings.from_env()
+        return {"sass": lambda: disassemble(settings, kernel.asm["cubin"])}

@@ -1,0 +1,291 @@
+"""What a compile produces, independent of the backend: options, metadata, stages, the kernel.
+
+Backends (tilec.backends) subclass `CompiledKernel` to launch their binary; this
+module knows nothing about CUDA or any other runtime.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .cache import Status, digest_json
+from .errors import BackendError, TargetError, ToolNotFoundError
+from .launch import Signature, launch_config
+from .native import PassDump
+from .settings import Settings
+from .specialize import Constant, ParamRef, Specialization
+
+if TYPE_CHECKING:
+    from .backends.base import Backend, Target
+
+__version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "sm_90"  # "cuda:90", "sm_90", "cpu:x86-64", "<plugin>:<arch>"
+    ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
+    opt_level: int = 3
+    ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
+    kernel: str | None = None  # entry point; None: the module's only kernel
+    ptxas_options: tuple[str, ...] = ()
+    use_ptxas: bool = True  # False: leave cubin empty and let the driver JIT the PTX
+    # Specialization: parameters (by name or index) fixed at compile time, and
+    # integer parameters the kernel may assume to be multiples of k.
+    constants: tuple[tuple[ParamRef, Constant], ...] = ()
+    multiple_of: tuple[tuple[ParamRef, int], ...] = ()
+
+    def validate(self) -> None:
+        """Backend-independent checks; the backend checks the target and its own options."""
+        if self.opt_level not in (0, 1, 2, 3):
+            raise TargetError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+
+    @property
+    def features(self) -> str:
+        return f"+ptx{self.ptx_version}" if self.ptx_version is not None else ""
+
+    def specialization(self) -> Specialization:
+        return Specialization(self.constants, self.multiple_of)
+
+    def digest(self) -> str:
+        return digest_json(asdict(self))
+
+
+@dataclass
+class Metadata:
+    name: str  # the entry point (a specialization's own name)
+    target: str  # the backend's arch, e.g. "sm_90" or "x86-64"
+    signature: tuple[str, ...]  # LLVM types of the entry point's parameters
+    llvm_version: str
+    tilec_version: str = __version__
+    libdevice: str | None = None
+    libdevice_linked: tuple[str, ...] = ()
+    ptxas: str | None = None
+    ptxas_version: str | None = None
+    ptxas_log: str = ""
+    registers: int | None = None
+    shared_bytes: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    backend: str = "cuda"
+    param_names: tuple[str, ...] = ()  # C names of the entry point's parameters
+    base_kernel: str = ""  # the kernel the specialization was made from
+    base_signature: tuple[str, ...] = ()
+    base_param_names: tuple[str, ...] = ()
+    specialization: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Metadata:
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in known:
+                continue
+            # JSON has no tuples: restore them where the field holds one.
+            if isinstance(value, list) and "tuple" in str(known[key].type):
+                value = tuple(value)
+            values[key] = value
+        return cls(**values)
+
+
+@dataclass
+class StageContext:
+    """What a stage may read and record besides its input."""
+
+    settings: Settings
+    target: Target
+    options: CompileOptions
+    metadata: Metadata
+    dump_passes: bool = False
+    passes: list[PassDump] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)  # earlier stages' outputs, by name
+
+
+Stage = Callable[[Any, StageContext], Any]
+
+
+class Stages(dict[str, Any]):
+    """The stages a compile produced, in order; `derived` ones (e.g. "sass") on first access.
+
+    Iteration, `in` and equality see the produced stages only; `stages["sass"]`
+    runs the disassembler once and raises ToolNotFoundError when there is none.
+    """
+
+    def __init__(
+        self,
+        produced: Mapping[str, Any],
+        derived: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> None:
+        super().__init__(produced)
+        self._derived = dict(derived or {})
+        self._computed: dict[str, Any] = {}
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        return tuple(self._derived)
+
+    def __missing__(self, key: str) -> Any:
+        if key not in self._derived:
+            raise KeyError(
+                f"no stage {key!r}; stages: {', '.join(self) or 'none'}"
+                + (f"; on demand: {', '.join(self._derived)}" if self._derived else "")
+            )
+        if key not in self._computed:
+            self._computed[key] = self._derived[key]()
+        return self._computed[key]
+
+
+class _Launcher:
+    def __init__(self, kernel: CompiledKernel, grid: Any, block: Any) -> None:
+        self.kernel = kernel
+        self.grid, self.block = launch_config(grid, block)
+
+    def __call__(self, *args: Any, stream: Any = None, shared_mem: int = 0) -> None:
+        self.kernel.launch(self.grid, self.block, args, stream=stream, shared_mem=shared_mem)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "kernel"
+
+
+class CompiledKernel:
+    """Stages (`asm`), metadata, and a launcher: `kernel[grid, block](*args)`.
+
+    The backend's subclass loads and launches the binary; `close()` (or `with`)
+    releases what it loaded.
+    """
+
+    def __init__(
+        self,
+        asm: Mapping[str, Any],
+        metadata: Metadata,
+        options: CompileOptions,
+        key: str,
+        cache_status: Status,
+        *,
+        backend: Backend | None = None,
+        target: Target | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.backend = backend
+        self.target = target
+        self.settings = settings
+        self.metadata = metadata
+        self.options = options
+        self.key = key
+        self.cache_status: Status = cache_status
+        self.name = metadata.name
+        self.signature = Signature.from_llvm(metadata.name, metadata.signature)
+        self.passes: tuple[PassDump, ...] = ()  # filled when pass dumps were asked for
+        self.asm: Stages = Stages(asm)
+        if backend is not None:
+            self.asm._derived.update(backend.derived_stages(self))
+
+    # -- serialization for the cache -------------------------------------------
+    def _payload(self) -> dict[str, Any]:
+        asm = {
+            k: ({"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else {"text": v})
+            for k, v in self.asm.items()
+        }
+        return {"asm": asm, "order": list(self.asm), "metadata": self.metadata.to_json()}
+
+    @staticmethod
+    def _parse_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], Metadata]:
+        asm: dict[str, Any] = {}
+        for name in payload["order"]:
+            item = payload["asm"][name]
+            asm[name] = base64.b64decode(item["b64"]) if "b64" in item else str(item["text"])
+        return asm, Metadata.from_json(payload["metadata"])
+
+    # -- inspection ---------------------------------------------------------------
+    def stage_files(self) -> Iterator[tuple[str, str | bytes]]:
+        """(file name, content) of every stage, derived ones where their tool exists."""
+        for stage, value in self.asm.items():
+            yield f"{self.name}.{stage}", value
+        for stage in self.asm.derived:
+            try:
+                value = self.asm[stage]
+            except ToolNotFoundError:
+                continue
+            yield f"{self.name}.{stage}", value
+
+    def dump(self, directory: str | Path, *, metadata: bool = False) -> list[Path]:
+        """Write every stage to `directory`: kernel.llir, kernel.ptx, kernel.cubin, kernel.sass...
+
+        With pass dumps (`dump_passes=True` / TILEC_DUMP_PASSES=1), the IR after each
+        LLVM pass goes to `<kernel>.passes/NNNN-<pass>-<unit>.ll`.
+        """
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        for fname, value in self.stage_files():
+            path = out / fname
+            if isinstance(value, bytes):
+                path.write_bytes(value)
+            else:
+                path.write_text(value)
+            written.append(path)
+        if self.passes:
+            pdir = out / f"{self.name}.passes"
+            pdir.mkdir(exist_ok=True)
+            for i, p in enumerate(self.passes):
+                path = pdir / f"{i:04d}-{_safe(p.pass_name)}-{_safe(p.unit)}.ll"
+                path.write_text(f"; IR after {p.pass_name} on {p.unit}\n{p.ir}")
+                written.append(path)
+        if metadata:
+            path = out / f"{self.name}.json"
+            info = {
+                "key": self.key,
+                "target": str(self.target) if self.target is not None else self.options.target,
+                "options": asdict(self.options),
+                "metadata": self.metadata.to_json(),
+            }
+            path.write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")
+            written.append(path)
+        return written
+
+    # -- runtime --------------------------------------------------------------------
+    def __getitem__(self, config: tuple[Any, Any]) -> _Launcher:
+        if not isinstance(config, tuple) or len(config) != 2:
+            raise TypeError("launch as kernel[grid, block](*args)")
+        return _Launcher(self, config[0], config[1])
+
+    def launch(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: tuple[Any, ...],
+        stream: Any = None,
+        shared_mem: int = 0,
+    ) -> None:
+        name = self.backend.name if self.backend is not None else "none"
+        raise BackendError(f"backend {name!r} gives kernels no launcher")
+
+    def close(self) -> None:
+        """Release what launching loaded (nothing here; backends override)."""
+
+    def __enter__(self) -> CompiledKernel:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        target = str(self.target) if self.target is not None else self.options.target
+        return f"<CompiledKernel {self.signature} {target} stages={list(self.asm)}>"

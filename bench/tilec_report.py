@@ -326,9 +326,9 @@ def main() -> int:
             )
             # The run labelled both wheels alike; this one is the patched build.
             text = re.sub(
-                r"^- tilec wheel: .*$",
-                "- tilec wheel: the prototype (src/compiler@e1684d6 + the lazy-libdevice line) against "
-                "hermetic nvptx LLVM 19.1.7 (the JSON's tilec_wheel label names the unpatched one)",
+                r"^- tilec wheel: src/compiler@(\w+) against (.*?) \(sha256 \w+\)$",
+                r"- tilec wheel: the prototype (src/compiler@\1 + the lazy-libdevice line) against \2 "
+                r"(the JSON's tilec_wheel label names the unpatched wheel)",
                 text,
                 flags=re.M,
             )

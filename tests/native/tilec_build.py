@@ -91,6 +91,9 @@ def import_tilec(config: pytest.Config, stage_root: Path) -> ModuleType:
     pkg = stage_root / "tilec"
     shutil.copytree(SRC / "tilec", pkg, ignore=shutil.ignore_patterns("_core*.so", "__pycache__"))
     shutil.copy2(core, pkg / core.name)
+    info = core.parent / "_build_info.py"
+    if info.is_file():
+        shutil.copy2(info, pkg / info.name)
     for name in [m for m in sys.modules if m == "tilec" or m.startswith("tilec.")]:
         del sys.modules[name]
     sys.path.insert(0, str(stage_root))

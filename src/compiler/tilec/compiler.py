@@ -131,7 +131,9 @@ class Compiler:
 
     def ptxas(self) -> toolchain.Ptxas | None:
         path = toolchain.find_ptxas(self.settings)
-        return toolchain.ptxas_info(path) if path is not None else None
+        if path is None:
+            return None
+        return toolchain.ptxas_info(path, toolchain.memo_dir(self.settings))
 
     def cache_key(
         self, src: str | bytes, opts: CompileOptions, backend: Backend, target: Target
@@ -144,11 +146,24 @@ class Compiler:
                 "options": opts.digest(),
                 "target": str(target),
                 "tilec": __version__,
-                "llvm": native.llvm_version(),
+                "llvm": native.built_llvm_version(),
                 "backend": [backend.name, backend.version, type(backend).__qualname__],
                 "tools": backend.cache_key(target, opts, self.settings),
             }
         )
+
+    def _lookup(
+        self, key: str, opts: CompileOptions, backend: Backend, target: Target
+    ) -> tuple[CompiledKernel | None, Any]:
+        payload, status = self.cache.get(key)
+        if payload is None:
+            return None, status
+        try:
+            asm, md = CompiledKernel._parse_payload(payload)
+            kernel = backend.make_kernel(asm, md, opts, key, status, target, settings=self.settings)
+        except (KeyError, TypeError, ValueError):
+            return None, "corrupt"
+        return kernel, status
 
     def compile(
         self,
@@ -163,24 +178,29 @@ class Compiler:
         Pass dumps need a real compile, so `dump_passes` skips reading the cache.
         """
         opts.validate()
-        backend, target = self.resolve(opts)
         ir_src = _as_ir(src)
-        key = self.cache_key(ir_src, opts, backend, target)
         passes = self.settings.dump_passes if dump_passes is None else dump_passes
         out_dir = Path(dump_dir) if dump_dir is not None else self.settings.debug_dump_dir
 
         kernel: CompiledKernel | None = None
         status: Any = "miss"
-        if not passes:
-            payload, status = self.cache.get(key)
-            if payload is not None:
-                try:
-                    asm, md = CompiledKernel._parse_payload(payload)
-                    kernel = backend.make_kernel(
-                        asm, md, opts, key, status, target, settings=self.settings
-                    )
-                except (KeyError, TypeError, ValueError):
-                    status = "corrupt"
+        looked_up: str | None = None
+        if not passes and self.cache.enabled:
+            # The hit path: a built-in backend's target is named without scanning plugins
+            # or loading the native core, and a hit needs neither (a key exists only for
+            # options that once compiled). A miss goes on to the full, validating path.
+            quick = self.registry.resolve_quick(opts.target, opts)
+            if quick is not None:
+                looked_up = self.cache_key(ir_src, opts, *quick)
+                kernel, status = self._lookup(looked_up, opts, *quick)
+                if kernel is not None:
+                    if out_dir is not None:
+                        kernel.dump(out_dir / f"{kernel.name}-{looked_up[:12]}", metadata=True)
+                    return kernel
+        backend, target = self.resolve(opts)
+        key = self.cache_key(ir_src, opts, backend, target)
+        if not passes and key != looked_up:
+            kernel, status = self._lookup(key, opts, backend, target)
         if kernel is None:
             md = Metadata(
                 name="",

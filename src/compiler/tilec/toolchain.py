@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +43,25 @@ def _cuda_homes(settings: Settings) -> list[Path]:
     return [h for h in homes if h is not None]
 
 
+def _remembered(find: Callable[[Settings], Path | None]) -> Callable[[Settings], Path | None]:
+    """Remember `find`'s answer per Settings (searching PATH and the wheels costs more than
+    a cache hit should); an answer whose file has gone is searched for again."""
+    found: dict[Settings, Path] = {}
+
+    @functools.wraps(find)
+    def wrapper(settings: Settings) -> Path | None:
+        path = found.get(settings)
+        if path is not None and path.is_file():
+            return path
+        path = find(settings)
+        if path is not None:
+            found[settings] = path
+        return path
+
+    return wrapper
+
+
+@_remembered
 def find_ptxas(settings: Settings) -> Path | None:
     """TILEC_PTXAS, then $CUDA_HOME/bin, then PATH, then /usr/local/cuda, then nvidia wheels."""
     if settings.ptxas is not None:
@@ -91,6 +114,13 @@ def find_cuda_tool(settings: Settings, name: str) -> Path | None:
 
 def find_libdevice(settings: Settings) -> Path:
     """TILEC_LIBDEVICE, then <cuda>/nvvm/libdevice, then the nvidia wheels."""
+    path = _find_libdevice(settings)
+    assert path is not None
+    return path
+
+
+@_remembered
+def _find_libdevice(settings: Settings) -> Path | None:
     if settings.libdevice is not None:
         if not settings.libdevice.is_file():
             raise ToolNotFoundError(
@@ -128,21 +158,72 @@ class Ptxas:
         return 120 if major >= 12 else 90
 
 
-@functools.cache
-def ptxas_info(path: Path) -> Ptxas:
+def memo_dir(settings: Settings) -> Path | None:
+    """Where facts about tool files (ptxas's version, libdevice's sha256) are remembered
+    across processes: beside the kernel cache, or nowhere when the cache is off."""
+    return settings.cache_dir / "tools" if settings.cache_enabled else None
+
+
+def _file_memo(kind: str, path: Path, memo: Path | None, compute: Callable[[], str]) -> str:
+    """`compute()` for this file, remembered on disk under `memo` keyed by the file's
+    (path, mtime, size), so that a new process need not run or read the tool again."""
+    st = path.stat()
+    key = (kind, str(path), st.st_mtime_ns, st.st_size, memo)
+    value = _MEMO.get(key)
+    if value is None:
+        value = _MEMO[key] = _file_memo_disk(key, compute)
+    return value
+
+
+_MEMO: dict[tuple[str, str, int, int, Path | None], str] = {}
+
+
+def _file_memo_disk(key: tuple[str, str, int, int, Path | None], compute: Callable[[], str]) -> str:
+    kind, _, _, _, memo = key
+    if memo is None:
+        return compute()
+    ident = json.dumps(list(key[:4]))
+    entry = memo / f"{kind}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json"
+    try:
+        data = json.loads(entry.read_bytes())
+        if isinstance(data, dict) and data.get("id") == ident and isinstance(data.get("v"), str):
+            return str(data["v"])
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    with contextlib.suppress(OSError):
+        memo.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=memo, prefix=f".{entry.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"id": ident, "v": value}, f)
+            os.replace(tmp, entry)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    return value
+
+
+def _ptxas_version(path: Path) -> str:
     proc = subprocess.run(
         [str(path), "--version"], capture_output=True, text=True, check=False, timeout=60
     )
     match = re.search(r"V(\d+\.\d+\.\d+)", proc.stdout)
-    return Ptxas(path, match.group(1) if match else "unknown")
+    return match.group(1) if match else "unknown"
 
 
-@functools.cache
-def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def ptxas_info(path: Path, memo: Path | None = None) -> Ptxas:
+    """ptxas at `path` and its version; with `memo` (see memo_dir) the version is
+    remembered on disk, so `ptxas --version` runs once per ptxas file, not per process."""
+    return Ptxas(path, _file_memo("ptxas-version", path, memo, lambda: _ptxas_version(path)))
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered while its mtime and size stay the same."""
-    st = path.stat()
-    return _file_sha256(str(path), st.st_mtime_ns, st.st_size)
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def file_sha256(path: Path, memo: Path | None = None) -> str:
+    """sha256 of a file, remembered while its mtime and size stay the same (on disk too,
+    with `memo`)."""
+    return _file_memo("sha256", path, memo, functools.partial(_sha256, path))

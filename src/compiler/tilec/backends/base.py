@@ -59,6 +59,11 @@ class Backend(abc.ABC):
     ) -> dict[str, Stage]:
         """The ordered stages for this target; the first one takes the input IR."""
 
+    def quick_target(self, arch: str, options: CompileOptions) -> Target | None:
+        """What `parse_target` would return for a valid `arch`, computed cheaply (no native
+        core) for cache lookups, or None when the backend cannot say without parsing."""
+        return None
+
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
         """Identity of the tools the stages use (JSON-able); part of the cache key."""
         return None

@@ -139,6 +139,10 @@ class CudaBackend(Backend):
             )
         return Target(self.name, proc, options.features)
 
+    def quick_target(self, arch: str, options: CompileOptions) -> Target | None:
+        m = _ARCH.match(arch)
+        return Target(self.name, f"sm_{m.group(1)}{m.group(2)}", options.features) if m else None
+
     # -- stages --------------------------------------------------------------
     def stages(
         self, target: Target, options: CompileOptions, settings: Settings
@@ -192,12 +196,16 @@ class CudaBackend(Backend):
     @staticmethod
     def ptxas(settings: Settings) -> toolchain.Ptxas | None:
         path = toolchain.find_ptxas(settings)
-        return toolchain.ptxas_info(path) if path is not None else None
+        if path is None:
+            return None
+        return toolchain.ptxas_info(path, toolchain.memo_dir(settings))
 
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
         ptxas = self.ptxas(settings) if options.use_ptxas else None
         try:
-            libdevice: str | None = toolchain.file_sha256(toolchain.find_libdevice(settings))
+            libdevice: str | None = toolchain.file_sha256(
+                toolchain.find_libdevice(settings), toolchain.memo_dir(settings)
+            )
         except Exception:
             libdevice = None
         return {

@@ -220,20 +220,34 @@ class Registry:
         self._loaded: dict[str, Backend] = {}
         self._lock = threading.RLock()
         found = [Plugin("cuda", "built in", "tilec itself (built in)", _builtin_cuda)]
-        if entry_points:
-            found += _entry_point_plugins()
+        self._builtin = frozenset(p.name for p in found)
         dir_plugins, self.problems = _directory_plugins(plugin_dirs)
         found += dir_plugins
         for plugin in found:
             self._plugins.setdefault(plugin.name, []).append(plugin)
+        # Scanning entry points reads every installed distribution's metadata (~9 ms with
+        # a few hundred installed), so it waits until a name that is not built in is
+        # asked for, or the whole list is (names(), status(), an error message).
+        self._scan_pending = entry_points
+
+    def _scan(self) -> None:
+        with self._lock:
+            if not self._scan_pending:
+                return
+            self._scan_pending = False
+            for plugin in _entry_point_plugins():
+                self._plugins.setdefault(plugin.name, []).append(plugin)
 
     def names(self) -> list[str]:
+        self._scan()
         return sorted(self._plugins)
 
     def plugins(self, name: str) -> list[Plugin]:
+        self._scan()
         return list(self._plugins.get(name, []))
 
     def _describe(self) -> str:
+        self._scan()
         parts = [
             f"{name} ({'; '.join(p.origin for p in plugins)})"
             for name, plugins in sorted(self._plugins.items())
@@ -250,6 +264,8 @@ class Registry:
         with self._lock:
             if name in self._loaded:
                 return self._loaded[name]
+            if name not in self._builtin:
+                self._scan()
             plugins = self._plugins.get(name)
             if not plugins:
                 raise TargetError(f"no backend named {name!r}; {self._describe()}")
@@ -317,7 +333,7 @@ class Registry:
             name, arch = spec.split(":", 1)
         elif _SM.match(spec) or spec.isdigit():
             name, arch = "cuda", spec
-        elif spec in self._plugins:
+        elif spec in self._builtin or spec in self._plugins or spec in self.names():
             name, arch = spec, ""
         else:
             raise TargetError(
@@ -342,6 +358,27 @@ class Registry:
                 plugin=name,
                 origin=plugin.origin,
             ) from exc
+
+    def resolve_quick(self, spec: str, options: CompileOptions) -> tuple[Backend, Target] | None:
+        """(backend, target) for a built-in backend's target, without scanning plugins or
+        validating the arch against LLVM (`Backend.quick_target`); None when that cannot
+        be done. For cache lookups: a key exists only for targets that once compiled."""
+        if not isinstance(spec, str):
+            return None
+        if ":" in spec:
+            name, arch = spec.split(":", 1)
+        elif _SM.match(spec) or spec.isdigit():
+            name, arch = "cuda", spec
+        else:
+            return None
+        if name not in self._builtin or len(self._plugins.get(name, ())) != 1:
+            return None
+        backend = self.get(name)
+        try:
+            target = backend.quick_target(arch or backend.default_arch or "", options)
+        except Exception:
+            return None
+        return None if target is None else (backend, target)
 
     def status(self) -> list[BackendStatus]:
         """Every backend, loaded, with its origin or its error (for `tilec backends`)."""

@@ -1,0 +1,113 @@
+"""The cheap paths: lazy libdevice linking, and a cache hit in a fresh process that scans no
+plugins, runs no ptxas and loads no native core."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# expf and sinf: two libdevice functions, one of them (sinf) with a slow path and tables.
+EXPSIN_IR = """\
+target triple = "nvptx64-nvidia-cuda"
+
+declare float @__nv_expf(float)
+declare float @__nv_sinf(float)
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+
+define void @expsin(ptr addrspace(1) %x, ptr addrspace(1) %y) {
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %i = zext i32 %tid to i64
+  %px = getelementptr inbounds float, ptr addrspace(1) %x, i64 %i
+  %v = load float, ptr addrspace(1) %px, align 4
+  %e = call float @__nv_expf(float %v)
+  %s = call float @__nv_sinf(float %e)
+  %py = getelementptr inbounds float, ptr addrspace(1) %y, i64 %i
+  store float %s, ptr addrspace(1) %py, align 4
+  ret void
+}
+
+!nvvm.annotations = !{!0}
+!0 = !{ptr @expsin, !"kernel", i32 1}
+"""
+
+
+def test_lazy_libdevice_links_only_what_is_called(tilec: ModuleType, settings: Any) -> None:
+    k = tilec.compile(EXPSIN_IR, target="sm_90", settings=settings)
+    md = k.metadata
+    assert md.libdevice_linked == ("__nv_expf", "__nv_sinf")
+    # Nothing else of libdevice was materialised into the module, and ptxas took the PTX.
+    assert "@__nv_" not in k.asm["llir_opt"]
+    assert ".entry expsin" in k.asm["ptx"] and "sin.approx" not in k.asm["ptx"]
+    assert k.asm["cubin"][:4] == b"\x7fELF"
+    # Lowering twice in one process (the lazy module is re-read each time) gives the same PTX.
+    again = tilec.compile(
+        EXPSIN_IR,
+        target="sm_90",
+        settings=tilec.Settings.from_env({**_env(settings), "TILEC_CACHE": "0"}),
+    )
+    assert again.cache_status == "disabled"
+    assert again.asm["ptx"] == k.asm["ptx"]
+
+
+def test_build_info_matches_the_core(tilec: ModuleType) -> None:
+    assert (Path(tilec.__file__).parent / "_build_info.py").is_file()
+    assert tilec.native.built_llvm_version() == tilec.native.llvm_version()
+
+
+def _env(settings: Any) -> dict[str, str]:
+    return {
+        "TILEC_CACHE_DIR": str(settings.cache_dir),
+        "TILEC_PTXAS": str(settings.ptxas),
+        "CUDA_HOME": str(settings.cuda_home),
+        "PATH": "",
+    }
+
+
+HIT = """
+    import importlib.metadata, subprocess, sys, time
+    import tilec
+    def refuse(*a, **kw):
+        raise AssertionError("called on the cache-hit path")
+    importlib.metadata.entry_points = refuse
+    subprocess.run = subprocess.Popen = refuse
+    t0 = time.perf_counter()
+    k = tilec.compile(sys.stdin.read(), target="sm_90")
+    dt = time.perf_counter() - t0
+    print(k.cache_status, "tilec._core" in sys.modules, k.key, f"{{dt * 1e3:.3f}}ms")
+"""
+
+
+def test_fresh_process_hit_needs_no_plugins_ptxas_or_core(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    first = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
+    assert first.cache_status == "miss"
+    env = {**os.environ, **_env(settings)}
+    env["PYTHONPATH"] = str(Path(tilec.__file__).resolve().parent.parent)
+    for _ in range(2):  # the second finds the ptxas version and libdevice digest remembered
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(HIT.format())],
+            input=kernels.EXP_IR,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        status, core_loaded, key, _ms = proc.stdout.split()
+        assert (status, core_loaded, key) == ("hit", "False", first.key)
+    # A target no built-in backend claims still scans plugins (and fails as before).
+    proc = subprocess.run(
+        [sys.executable, "-c", "import tilec; tilec.compile('', target='nosuch:1')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert "no backend named 'nosuch'" in proc.stderr

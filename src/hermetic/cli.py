@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMAND_MODULES = (
     "hermetic.oci.cli",
     "hermetic.wheel",
+    "hermetic.verify",
+    "hermetic.attest",
+    "hermetic.inspection",
 )
 
 

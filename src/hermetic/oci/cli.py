@@ -54,6 +54,11 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
     _say(settings, f"image {spec.name}: layer of {spec.install_root}{spec.prefix}")
     result = write_image(spec, output, args.compression)
     print(f"{result.name} {result.manifest.digest} {result.layout}")
+    if not args.no_attest:
+        from ..attest import attest_image
+
+        for att in attest_image(settings, result.layout, rec):
+            _say(settings, f"  {att.kind} {att.digest} (referrer of {result.manifest.digest}, outside the image)")
     _say(
         settings,
         f"  layer {result.layer.size / 1e6:.1f} MB compressed ({result.layer.tar_size / 1e6:.1f} MB tar, "
@@ -78,16 +83,31 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
     client = _client(args, settings, ref)
     try:
         result = push_layout(client, layout, ref, chunk_size=args.chunk_size, mount_from=args.mount_from)
+        s = result.stats
+        _say(
+            settings,
+            f"pushed {len(s.uploaded)} blobs, {len(s.skipped)} already present, {len(s.mounted)} mounted, "
+            f"{s.bytes_sent / 1e6:.1f} MB in {s.seconds:.1f} s ({s.retries} retries)",
+        )
+        print(f"{ref} {result.digest}")
+        if not args.no_attestations:
+            _push_attestations(client, layout, ref, result.digest, args.chunk_size, settings)
     finally:
         client.close()
-    s = result.stats
-    _say(
-        settings,
-        f"pushed {len(s.uploaded)} blobs, {len(s.skipped)} already present, {len(s.mounted)} mounted, "
-        f"{s.bytes_sent / 1e6:.1f} MB in {s.seconds:.1f} s ({s.retries} retries)",
-    )
-    print(f"{ref} {result.digest}")
     return 0
+
+
+def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk: int, settings: Settings) -> None:
+    from .layout import INDEX_TYPES, pick_root
+    from .referrers import push_referrers
+
+    root = pick_root(layout)
+    subjects = {digest, *(c.digest for c in layout.children(root))} if root.media_type in INDEX_TYPES else {digest}
+    pushed = push_referrers(client, layout, ref.repository, subjects, chunk)
+    if not pushed:
+        _say(settings, f"no attestations in {layout.path} (write them with `hermetic attest {layout.path}`)")
+    for p in pushed:
+        print(f"{ref.registry}/{ref.repository}@{p.digest} {p.artifact_type} -> {p.subject} ({p.via})")
 
 
 def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
@@ -97,11 +117,15 @@ def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
         if args.layout:
             desc = pull_layout(client, ref, Path(args.layout), arch=args.arch)
             print(f"{ref} {desc.digest} {Path(args.layout).resolve()}")
+            if args.with_attestations:
+                _pull_attestations(client, ref, desc.digest, Layout(Path(args.layout)), None)
             return 0
         dest = Path(args.unpack).absolute()
         staging = dest.with_name(f".{dest.name}.layout")
-        pull_layout(client, ref, staging, arch=args.arch)
+        pulled = pull_layout(client, ref, staging, arch=args.arch)
         try:
+            if args.with_attestations:
+                _pull_attestations(client, ref, pulled.digest, Layout(staging), dest.with_name(dest.name + ".attestations"))
             desc = unpack_layout(Layout(staging), dest, progress=lambda m: _say(settings, m))
         finally:
             import shutil
@@ -111,6 +135,26 @@ def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     finally:
         client.close()
+
+
+def _pull_attestations(client: Any, ref: Any, digest: str, layout: Layout, files_to: Path | None) -> None:
+    """The image's referrers into the layout; with files_to, their payloads as files there too."""
+    import shutil
+
+    from .referrers import ANN_TITLE, pull_referrers
+
+    got, via = pull_referrers(client, ref.repository, digest, layout)
+    if files_to is not None and got:
+        files_to.mkdir(parents=True, exist_ok=True)
+    for r in got:
+        where = ""
+        if files_to is not None:
+            title = str((r.manifest.get("layers") or [{}])[0].get("annotations", {}).get(ANN_TITLE, r.digest[7:19]))
+            shutil.copyfile(r.payload, files_to / Path(title).name)
+            where = f" {files_to / Path(title).name}"
+        print(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
+    if not got:
+        print(f"{ref}: no attestations ({via})", file=sys.stderr)
 
 
 def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
@@ -140,6 +184,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--compression", default="gzip", choices=("gzip", "zstd"), help="layer compression (zstd: not yet)"
     )
     llvm.add_argument("--arch", help="OCI architecture to record (default: the build's)")
+    llvm.add_argument(
+        "--no-attest", action="store_true", help="do not write the SBOM and provenance into the layout (referrers)"
+    )
     llvm.set_defaults(func=cmd_image_llvm)
 
     index = image_sub.add_parser("index", parents=[common], help="merge per-architecture layouts into one index")
@@ -161,6 +208,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="REPO",
         help="mount blobs from this repository of the same registry",
     )
+    push.add_argument(
+        "--no-attestations", action="store_true", help="do not attach the layout's SBOM and provenance (OCI referrers)"
+    )
     push.set_defaults(func=cmd_push)
 
     pull = subparsers.add_parser("pull", parents=[common], help="pull an image into a layout or unpack it")
@@ -170,6 +220,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     where.add_argument("--unpack", metavar="DIR", help="unpack the image's filesystem into DIR (new or empty)")
     pull.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
     pull.add_argument("--arch", help="architecture to pull from a multi-platform image (default: this machine's)")
+    pull.add_argument(
+        "--with-attestations",
+        action="store_true",
+        help="also fetch the image's SBOM and provenance (OCI referrers; with --unpack into DIR.attestations/)",
+    )
     pull.set_defaults(func=cmd_pull)
 
     vt = subparsers.add_parser("verify-tree", parents=[common], help="compare an unpacked tree with its build record")

@@ -660,7 +660,8 @@ class RegistryClient:
         )
         return resp.status == 200
 
-    def put_manifest(self, repo: str, reference: str, media_type: str, data: bytes) -> None:
+    def put_manifest(self, repo: str, reference: str, media_type: str, data: bytes) -> str:
+        """PUT a manifest; returns the registry's OCI-Subject header ('' unless it indexed a subject)."""
         resp = self.request(
             "PUT",
             f"/v2/{repo}/manifests/{reference}",
@@ -677,6 +678,7 @@ class RegistryClient:
                 f"sent {sha256_digest(data)}, registry says {echoed}",
                 "the registry rewrote the manifest; use one that stores manifests verbatim",
             )
+        return resp.header("OCI-Subject")
 
 
 # -- push and pull ------------------------------------------------------------------

@@ -1,0 +1,339 @@
+"""Attest artifacts: write the SBOM and provenance of an image layout or a wheel.
+
+For an image they go into the layout as OCI referrers (oci/referrers.py), so
+`hermetic push` takes them along and the image digest stays what it was; for
+a wheel they are files beside it: `<wheel>.cdx.json` and `<wheel>.intoto.json`.
+The facts come from the build records; nothing is guessed from the machine
+except, for a wheel whose record predates it, the compiler version (marked
+as detected at attestation time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+import zipfile
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from . import provenance, recipe, record, sbom
+from .errors import UsageError, VerifyError
+from .oci import referrers
+from .oci.layout import (
+    Descriptor,
+    Layout,
+    pick_root,
+    rfc3339,
+    select_manifest,
+)
+from .settings import Settings
+
+WHEEL_RECORD = "wheel-record.json"
+SBOM_SUFFIX = ".cdx.json"
+PROVENANCE_SUFFIX = ".intoto.json"
+KIND_SBOM = "sbom"
+KIND_PROVENANCE = "provenance"
+LABEL = "io.hermetic."
+
+
+# -- images ----------------------------------------------------------------------------------------------
+
+
+def facts_of(
+    name: str, manifest: Descriptor, doc: dict[str, Any], config_digest: str, config: dict[str, Any]
+) -> sbom.ImageFacts:
+    """ImageFacts from an image manifest and its config, wherever they were read from."""
+    labels = {str(k): str(v) for k, v in ((config.get("config") or {}).get("Labels") or {}).items()}
+    layers = tuple(
+        (d.media_type, d.digest, d.size)
+        for d in (Descriptor.from_json(x, manifest.digest) for x in doc.get("layers") or [])
+    )
+    return sbom.ImageFacts(
+        name=name or labels.get("org.opencontainers.image.title", "image"),
+        title=labels.get("org.opencontainers.image.title", name),
+        manifest_digest=manifest.digest,
+        manifest_size=manifest.size,
+        media_type=manifest.media_type,
+        config_digest=config_digest,
+        layers=layers,
+        arch=str(config.get("architecture", "")),
+        os=str(config.get("os", "")),
+        labels=labels,
+    )
+
+
+def image_facts(layout: Layout, arch: str | None = None) -> tuple[sbom.ImageFacts, Descriptor]:
+    """What the layout's image is: name, digests, platform and labels; and its manifest descriptor."""
+    root = pick_root(layout)
+    manifest = select_manifest(layout, root, arch)
+    doc = layout.read_json(manifest)
+    config_desc = Descriptor.from_json(doc.get("config"), manifest.digest)
+    config = layout.read_json(config_desc)
+    name = manifest.ref_name or root.ref_name
+    facts = facts_of(name, manifest, doc, config_desc.digest, config)
+    return facts, Descriptor(manifest.media_type, manifest.digest, manifest.size)
+
+
+def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
+    """The build record of the tree in the image: WORK_DIR/llvm/<variant>/record.json, if its tree digest matches."""
+    variant = facts.labels.get(LABEL + "variant", "")
+    path = work_dir / "llvm" / variant / "record.json"
+    want = facts.labels.get(LABEL + "tree.digest", "")
+    if variant and path.is_file():
+        rec = record.load_record(path)
+        if (rec.get("tree") or {}).get("digest") == want:
+            return path
+        why = f"{path} records tree {(rec.get('tree') or {}).get('digest')}, the image holds {want}"
+    else:
+        why = f"there is no {path}"
+    raise UsageError(
+        f"cannot find the build record of {facts.name}",
+        why,
+        "pass --record PATH (the record.json of the build the image was written from), or --work-dir of that build",
+    )
+
+
+def build_times(rec: dict[str, Any], path: Path, total_s: float | None) -> tuple[float, float]:
+    """Start and finish of the build: from the record when it has them, else its mtime and wall time."""
+    if rec.get("started") and rec.get("finished"):
+        return provenance.parse_iso(str(rec["started"])), provenance.parse_iso(str(rec["finished"]))
+    finished = path.stat().st_mtime
+    return finished - float(total_s or 0.0), finished
+
+
+def _canonical(settings: Settings) -> dict[str, str]:
+    try:
+        return sbom.canonical_uris(recipe.load(settings.recipes_dir))
+    except Exception:  # the URIs are a nicety; an SBOM without them is still right
+        return {}
+
+
+def attest_image(
+    settings: Settings,
+    layout_path: Path,
+    record_path: Path,
+    *,
+    finished: float | None = None,
+    builder_id: str = provenance.DEFAULT_BUILDER_ID,
+    arch: str | None = None,
+) -> list[referrers.Referrer]:
+    """Write the image's SBOM and provenance into its layout as referrers."""
+    layout = Layout(layout_path)
+    facts, subject = image_facts(layout, arch)
+    rec = record.load_record(record_path)
+    want = facts.labels.get(LABEL + "tree.digest", "")
+    if want and (rec.get("tree") or {}).get("digest") != want:
+        raise VerifyError(
+            f"{record_path} is not the record of {facts.name}",
+            f"it records tree {(rec.get('tree') or {}).get('digest')}, the image holds {want}",
+            "pass the record.json of the build the image was written from",
+        )
+    canonical = _canonical(settings)
+    bom = sbom.image_sbom(rec, facts, canonical)
+    started, built = build_times(rec, record_path, rec.get("wall_time_s"))
+    if finished is None:
+        finished = max(built, (layout.path / "index.json").stat().st_mtime)
+    statement = provenance.image_statement(
+        rec, facts, canonical, started=started, finished=finished,
+        record_sha256=record.file_sha256(record_path), builder_id=builder_id,
+    )
+    epoch = int(rec.get("source_date_epoch", 0))
+    out = [
+        referrers.attach(
+            layout, subject, sbom.MEDIA_TYPE, sbom.dumps(bom), "sbom.cdx.json",
+            {referrers.ANN_KIND: KIND_SBOM, referrers.ANN_CREATED: rfc3339(epoch)},
+        ),
+        referrers.attach(
+            layout, subject, provenance.MEDIA_TYPE, provenance.dumps(statement), "provenance.intoto.json",
+            {
+                referrers.ANN_KIND: KIND_PROVENANCE,
+                referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"],
+                referrers.ANN_PREDICATE: provenance.PREDICATE_TYPE,
+            },
+        ),
+    ]
+    return out
+
+
+# -- wheels ----------------------------------------------------------------------------------------------
+
+
+def sidecars(wheel: Path) -> tuple[Path, Path]:
+    return wheel.with_name(wheel.name + SBOM_SUFFIX), wheel.with_name(wheel.name + PROVENANCE_SUFFIX)
+
+
+def wheel_license(wheel: Path) -> str:
+    """The SPDX expression the wheel's METADATA declares ('' when it declares none)."""
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            meta = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = z.read(meta).decode(errors="replace") if meta else ""
+    except (OSError, zipfile.BadZipFile):
+        return ""
+    headers = HeaderParser().parsestr(text)
+    return str(headers.get("License-Expression") or headers.get("License") or "").strip()
+
+
+@dataclass(frozen=True)
+class WheelArtifact:
+    wheel: Path
+    record_path: Path
+    record: dict[str, Any]
+
+
+def find_wheel(path: Path) -> WheelArtifact:
+    """A wheel and its wheel-record.json, from either of them."""
+    if path.is_dir():
+        path = path / WHEEL_RECORD
+    if path.suffix == ".whl":
+        rec_path = path.with_name(WHEEL_RECORD)
+    else:
+        rec_path = path
+    try:
+        rec = json.loads(rec_path.read_text())
+    except FileNotFoundError as exc:
+        raise UsageError(f"no {WHEEL_RECORD} beside {path}", "hermetic wheel writes it next to the wheel",
+                         "build the wheel with `hermetic wheel`") from exc
+    except ValueError as exc:
+        raise VerifyError(f"{rec_path} is not valid JSON", str(exc), "build the wheel again") from exc
+    from .wheel import WHEEL_RECORD_SCHEMA
+
+    if not isinstance(rec, dict) or rec.get("schema") != WHEEL_RECORD_SCHEMA:
+        raise UsageError(f"{rec_path} is not a hermetic wheel record", f"expected schema {WHEEL_RECORD_SCHEMA}", "")
+    wheel = path if path.suffix == ".whl" else rec_path.with_name(str(rec.get("wheel", "")))
+    if wheel.name != rec.get("wheel"):
+        raise UsageError(f"{rec_path} records {rec.get('wheel')}, not {wheel.name}", "", "pass the record of this wheel")
+    return WheelArtifact(wheel, rec_path, rec)
+
+
+def llvm_origin(prefix: Path) -> sbom.LLVMOrigin | None:
+    """The distribution package an LLVM prefix belongs to (Debian's llvm-19-dev), if dpkg knows it."""
+    probe = prefix / "lib" / "cmake" / "llvm" / "LLVMConfig.cmake"
+    try:
+        owner = subprocess.run(["dpkg-query", "-S", str(probe)], capture_output=True, text=True, timeout=30)
+        if owner.returncode != 0:
+            return None
+        package = owner.stdout.split(":", 1)[0].strip()
+        info = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}\t${source:Package}\t${Architecture}", package],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if info.returncode != 0 or info.stdout.count("\t") != 2:
+        return None
+    version, source, arch = info.stdout.split("\t")
+    return sbom.LLVMOrigin(package, version, arch.strip(), source)
+
+
+def _llvm_record_of(wrec: dict[str, Any]) -> dict[str, Any] | None:
+    ref = (wrec.get("llvm") or {}).get("record") or {}
+    path = Path(str(ref.get("path", ""))) if ref.get("path") else None
+    if path is None or not path.is_file():
+        return None
+    rec = record.load_record(path)
+    return rec if (rec.get("tree") or {}).get("digest") == ref.get("tree_digest") else None
+
+
+def _wheel_toolchain(wrec: dict[str, Any]) -> dict[str, Any]:
+    if wrec.get("toolchain"):
+        return dict(wrec["toolchain"])
+    from . import llvm, sandbox
+
+    found: dict[str, Any] = dict(llvm.toolchain_versions(sandbox.build_env(int(wrec.get("source_date_epoch", 0)))))
+    found["detected_at"] = "attestation (the wheel record does not name its compiler)"
+    return found
+
+
+def wheel_documents(
+    settings: Settings, art: WheelArtifact, builder_id: str = provenance.DEFAULT_BUILDER_ID
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    wrec = art.record
+    llvm_rec = _llvm_record_of(wrec)
+    prefix = Path(str((wrec.get("llvm") or {}).get("prefix", "")))
+    origin = None if llvm_rec is not None else llvm_origin(prefix)
+    canonical = _canonical(settings)
+    chain = _wheel_toolchain(wrec)
+    bom = sbom.wheel_sbom(
+        wrec, license_expression=wheel_license(art.wheel), llvm_record=llvm_rec, llvm_origin=origin,
+        canonical=canonical, toolchain=chain,
+    )
+    started, finished = build_times(wrec, art.record_path, (wrec.get("timings_s") or {}).get("total"))
+    statement = provenance.wheel_statement(
+        wrec, llvm_record=llvm_rec, canonical=canonical, started=started, finished=finished,
+        record_sha256=record.file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
+    )
+    return bom, statement
+
+
+def attest_wheel(
+    settings: Settings, path: Path, builder_id: str = provenance.DEFAULT_BUILDER_ID
+) -> tuple[Path, Path]:
+    """Write `<wheel>.cdx.json` and `<wheel>.intoto.json` beside the wheel."""
+    art = find_wheel(path)
+    if not art.wheel.is_file():
+        raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "build the wheel again")
+    actual = record.file_sha256(art.wheel)
+    if actual != art.record.get("sha256"):
+        raise VerifyError(
+            f"{art.wheel.name} does not match its record",
+            f"sha256 {actual}, {art.record_path} says {art.record.get('sha256')}",
+            "rebuild the wheel, or pass the record written with it",
+        )
+    bom, statement = wheel_documents(settings, art, builder_id)
+    sbom_path, prov_path = sidecars(art.wheel)
+    for p, data in ((sbom_path, sbom.dumps(bom)), (prov_path, provenance.dumps(statement))):
+        tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, p)
+    return sbom_path, prov_path
+
+
+# -- command line ----------------------------------------------------------------------------------------
+
+
+def is_layout(path: Path) -> bool:
+    return (path / "oci-layout").is_file()
+
+
+def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.artifact)
+    builder_id = args.builder_id or provenance.DEFAULT_BUILDER_ID
+    started = time.monotonic()
+    if is_layout(path):
+        facts, _ = image_facts(Layout(path), args.arch)
+        rec = Path(args.record) if args.record else record_for_image(facts, settings.work_dir)
+        refs = attest_image(settings, path, rec, builder_id=builder_id, arch=args.arch)
+        for r in refs:
+            print(f"{r.kind} {r.digest} -> {facts.name}@{facts.manifest_digest}")
+    elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
+        for p in attest_wheel(settings, path, builder_id):
+            print(p)
+    else:
+        raise UsageError(
+            f"cannot attest {path}",
+            "hermetic attests OCI image layouts (written by `hermetic image`) and wheels (with their wheel-record.json)",
+            "pass a layout directory, a .whl or a wheel-record.json",
+        )
+    if not settings.quiet:
+        import sys
+
+        print(f"attest: done in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "attest", parents=[common], help="write the SBOM (CycloneDX 1.6) and SLSA provenance of an image or a wheel"
+    )
+    p.add_argument("artifact", metavar="ARTIFACT", help="an OCI image layout, a .whl or its wheel-record.json")
+    p.add_argument("--record", help="build record of the image (default: WORK_DIR/llvm/<variant>/record.json)")
+    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
+    p.add_argument("--builder-id", help=f"builder identity in the provenance (default {provenance.DEFAULT_BUILDER_ID})")
+    p.set_defaults(func=cmd_attest)
+

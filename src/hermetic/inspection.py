@@ -1,0 +1,380 @@
+"""`hermetic inspect`: what an artifact is, what it was built from, and whether its attestations match it.
+
+Works on an OCI image layout, an image in a registry (REGISTRY/REPO[:TAG]),
+a wheel (with its wheel-record.json and sidecar attestations) and an LLVM
+build record. Every attestation found is checked against the artifact's
+digest and against what the artifact itself says (image labels, wheel
+record); a present attestation that does not match exits with the verify
+code, a missing one is reported as missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import attest, provenance, record, sbom
+from .errors import UsageError, VerifyError
+from .oci import referrers
+from .oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, sha256_digest
+from .settings import Settings
+
+OK, MISSING, MISMATCH = "matches", "missing", "MISMATCH"
+
+
+def _hex(d: str) -> str:
+    return d.removeprefix("sha256:")
+
+
+# -- checks -------------------------------------------------------------------------------------------------
+
+
+def check_image_sbom(bom: Any, facts: sbom.ImageFacts) -> list[str]:
+    if not isinstance(bom, dict):
+        return ["not a JSON object"]
+    problems = []
+    if bom.get("bomFormat") != "CycloneDX" or bom.get("specVersion") != sbom.SPEC_VERSION:
+        problems.append(f"not CycloneDX {sbom.SPEC_VERSION}: {bom.get('bomFormat')} {bom.get('specVersion')}")
+    if sbom.subject_sha256(bom) != _hex(facts.manifest_digest):
+        problems.append(f"describes sha256:{sbom.subject_sha256(bom)}, the image is {facts.manifest_digest}")
+    tree = sbom.property_of(sbom.find_component(bom, "llvm-tree"), "tree.digest")
+    label = facts.labels.get(attest.LABEL + "tree.digest", "")
+    if label and tree != label:
+        problems.append(f"install tree {tree or 'missing'}, the image's label says {label}")
+    pruned = sbom.find_component(bom, "source:pruned")
+    label_pruned = _hex(facts.labels.get(attest.LABEL + "pruned.digest", ""))
+    if label_pruned and [h.get("content") for h in pruned.get("hashes") or []] != [label_pruned]:
+        problems.append(f"pruned source differs from the image's label sha256:{label_pruned}")
+    for key, value in facts.labels.items():
+        if key.startswith(attest.LABEL + "source."):
+            comp = sbom.find_component(bom, "source:" + key.removeprefix(attest.LABEL + "source."))
+            if [h.get("content") for h in comp.get("hashes") or []] != [_hex(value)]:
+                problems.append(f"source {key.removeprefix(attest.LABEL + 'source.')} differs from the image's label")
+    return problems
+
+
+def check_image_provenance(statement: Any, facts: sbom.ImageFacts) -> list[str]:
+    problems = provenance.check_statement(statement)
+    if problems:
+        return problems
+    if _hex(facts.manifest_digest) not in provenance.subject_sha256s(statement):
+        problems.append(f"its subject is {provenance.subject_sha256s(statement)}, the image is {facts.manifest_digest}")
+    bd = statement["predicate"]["buildDefinition"]
+    ext = bd["externalParameters"]
+    labels = facts.labels
+    if labels.get(attest.LABEL + "variant") and ext.get("variant") != labels[attest.LABEL + "variant"]:
+        problems.append(f"variant {ext.get('variant')!r}, the image's label says {labels[attest.LABEL + 'variant']!r}")
+    digest = ((ext.get("recipe") or {}).get("digest") or {}).get(provenance.RECIPE_DIGEST)
+    if labels.get(attest.LABEL + "recipe.digest") and digest != labels[attest.LABEL + "recipe.digest"]:
+        problems.append("recipe digest differs from the image's label")
+    deps = bd.get("resolvedDependencies") or []
+    pruned = [d for d in deps if (d.get("annotations") or {}).get("role") == "pruned-source"]
+    label_pruned = _hex(labels.get(attest.LABEL + "pruned.digest", ""))
+    if label_pruned and [(d.get("digest") or {}).get("sha256") for d in pruned] != [label_pruned]:
+        problems.append("pruned source differs from the image's label")
+    trees = [
+        (b.get("digest") or {}).get(provenance.TREE_DIGEST)
+        for b in statement["predicate"]["runDetails"].get("byproducts") or []
+        if (b.get("annotations") or {}).get("role") == "install-tree"
+    ]
+    label_tree = _hex(labels.get(attest.LABEL + "tree.digest", ""))
+    if label_tree and trees != [label_tree]:
+        problems.append("install tree digest differs from the image's label")
+    return problems
+
+
+def _verdict(found: bool, problems: list[str]) -> str:
+    return MISSING if not found else (OK if not problems else MISMATCH)
+
+
+def _summary_of_provenance(statement: Mapping[str, Any]) -> dict[str, Any]:
+    pred = statement.get("predicate") or {}
+    bd = pred.get("buildDefinition") or {}
+    rd = pred.get("runDetails") or {}
+    internal = bd.get("internalParameters") or {}
+    return {
+        "buildType": bd.get("buildType"),
+        "externalParameters": bd.get("externalParameters"),
+        "offline": internal.get("offline"),
+        "sourceDateEpoch": internal.get("sourceDateEpoch"),
+        "builder": (rd.get("builder") or {}).get("id"),
+        "startedOn": (rd.get("metadata") or {}).get("startedOn"),
+        "finishedOn": (rd.get("metadata") or {}).get("finishedOn"),
+        "resolvedDependencies": [
+            {"name": d.get("name"), "digest": d.get("digest"), "uri": d.get("uri")}
+            for d in bd.get("resolvedDependencies") or []
+        ],
+    }
+
+
+# -- images -------------------------------------------------------------------------------------------------
+
+
+def image_report(facts: sbom.ImageFacts, refs: list[referrers.Referrer], location: str, how: str) -> dict[str, Any]:
+    labels = facts.labels
+    built_from = {
+        "recipe": {k: labels.get(attest.LABEL + k, "") for k in ("recipe", "recipe.version", "recipe.digest")},
+        "variant": labels.get(attest.LABEL + "variant", ""),
+        "prefix": labels.get(attest.LABEL + "prefix", ""),
+        "install_tree": labels.get(attest.LABEL + "tree.digest", ""),
+        "pruned_source": labels.get(attest.LABEL + "pruned.digest", ""),
+        "sources": {
+            k.removeprefix(attest.LABEL + "source."): v for k, v in sorted(labels.items())
+            if k.startswith(attest.LABEL + "source.")
+        },
+        "license": labels.get("org.opencontainers.image.licenses", ""),
+    }
+    atts: dict[str, Any] = {}
+    for kind, media_type, check in (
+        ("sbom", sbom.MEDIA_TYPE, check_image_sbom),
+        ("provenance", provenance.MEDIA_TYPE, check_image_provenance),
+    ):
+        mine = [r for r in refs if r.artifact_type == media_type and r.subject == facts.manifest_digest]
+        entry: dict[str, Any] = {"status": MISSING, "found": how}
+        if mine:
+            r = mine[-1]
+            try:
+                doc = json.loads(r.read())
+            except ValueError as exc:
+                doc, problems = None, [f"not JSON: {exc}"]
+            else:
+                problems = check(doc, facts)
+            entry = {"status": _verdict(True, problems), "artifact": r.digest, "subject": r.subject,
+                     "problems": problems, "found": how}
+            if kind == "sbom" and isinstance(doc, dict):
+                entry["format"] = f"CycloneDX {doc.get('specVersion')}"
+                entry["components"] = len(doc.get("components") or [])
+            if kind == "provenance" and isinstance(doc, dict):
+                entry["predicateType"] = doc.get("predicateType")
+                built_from["provenance"] = _summary_of_provenance(doc)
+        atts[kind] = entry
+    return {
+        "artifact": {
+            "kind": "oci-image",
+            "name": facts.name,
+            "title": facts.title,
+            "location": location,
+            "digest": facts.manifest_digest,
+            "platform": f"{facts.os}/{facts.arch}",
+            "config": facts.config_digest,
+            "layers": [{"mediaType": mt, "digest": d, "size": s} for mt, d, s in facts.layers],
+        },
+        "built_from": built_from,
+        "attestations": atts,
+    }
+
+
+def inspect_layout(path: Path, arch: str | None = None) -> dict[str, Any]:
+    layout = Layout(path)
+    layout.verify()
+    facts, _ = attest.image_facts(layout, arch)
+    return image_report(facts, referrers.referrers(layout), str(path.absolute()), f"{path}/{referrers.REFERRERS_FILE}")
+
+
+def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dict[str, Any]:
+    from .oci.registry import Progress, make_client, parse_reference
+
+    ref = parse_reference(text)
+    client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))
+    repo = ref.repository
+    try:
+        media_type, body = client.get_manifest(repo, ref.reference)
+        digest = sha256_digest(body)
+        if ref.digest and digest != ref.digest:
+            raise VerifyError(f"manifest of {ref} does not match its digest", f"received {digest}", "")
+        if media_type in INDEX_TYPES:
+            want = arch or host_arch()
+            children = [Descriptor.from_json(m, digest) for m in json.loads(body).get("manifests") or []]
+            chosen = next((c for c in children if (c.platform or {}).get("architecture") == want), None)
+            if chosen is None:
+                raise UsageError(f"{ref} has no linux/{want} image", "", "pass --arch")
+            media_type, body = client.get_manifest(repo, chosen.digest)
+            digest = sha256_digest(body)
+            if digest != chosen.digest:
+                raise VerifyError(f"manifest {chosen.digest} of {ref} does not match its digest", digest, "")
+        if media_type not in MANIFEST_TYPES:
+            raise UsageError(f"{ref} is a {media_type!r}, not an image", "", "")
+        doc = json.loads(body)
+        manifest = Descriptor(media_type, digest, len(body))
+        with tempfile.TemporaryDirectory(prefix="hermetic-inspect-") as tmp:
+            layout = Layout(Path(tmp))
+            layout.init()
+            config_desc = Descriptor.from_json(doc.get("config"), digest)
+            client.fetch_blob(repo, config_desc, layout.blob_path(config_desc.digest))
+            config = layout.read_json(config_desc)
+            facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)
+            refs, via = referrers.pull_referrers(client, repo, digest, layout)
+            return image_report(facts, refs, str(ref), f"registry ({via})")
+    finally:
+        client.close()
+
+
+# -- wheels and records -------------------------------------------------------------------------------------
+
+
+def inspect_wheel(path: Path) -> dict[str, Any]:
+    art = attest.find_wheel(path)
+    wrec = art.record
+    if not art.wheel.is_file():
+        raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "")
+    digest = record.file_sha256(art.wheel)
+    llvm = wrec.get("llvm") or {}
+    out: dict[str, Any] = {
+        "artifact": {
+            "kind": "wheel",
+            "name": art.wheel.name,
+            "location": str(art.wheel.absolute()),
+            "digest": "sha256:" + digest,
+            "tag": wrec.get("tag"),
+            "record": str(art.record_path),
+            "record_matches": wrec.get("sha256") == digest,
+        },
+        "built_from": {
+            "project": (wrec.get("project") or {}).get("name"),
+            "llvm": {"prefix": llvm.get("prefix"), "version": llvm.get("version"), "record": llvm.get("record")},
+            "python": (wrec.get("python") or {}).get("version"),
+            "build_requirements": (wrec.get("build_requirements") or {}).get("digest"),
+            "pinned": {p["name"]: p["version"] for p in (wrec.get("build_requirements") or {}).get("pinned") or []},
+            "source_date_epoch": wrec.get("source_date_epoch"),
+            "offline": wrec.get("offline"),
+        },
+        "attestations": {},
+    }
+    sbom_path, prov_path = attest.sidecars(art.wheel)
+    for kind, p in (("sbom", sbom_path), ("provenance", prov_path)):
+        if not p.is_file():
+            out["attestations"][kind] = {"status": MISSING, "found": str(p)}
+            continue
+        try:
+            doc = json.loads(p.read_text())
+        except ValueError as exc:
+            out["attestations"][kind] = {"status": MISMATCH, "found": str(p), "problems": [f"not JSON: {exc}"]}
+            continue
+        if kind == "sbom":
+            problems = [] if sbom.subject_sha256(doc) == digest else [
+                f"describes sha256:{sbom.subject_sha256(doc)}, the wheel is sha256:{digest}"]
+        else:
+            problems = provenance.check_statement(doc) or ([] if digest in provenance.subject_sha256s(doc) else [
+                f"its subject is {provenance.subject_sha256s(doc)}, the wheel is sha256:{digest}"])
+            if not problems:
+                out["built_from"]["provenance"] = _summary_of_provenance(doc)
+        out["attestations"][kind] = {"status": _verdict(True, problems), "found": str(p), "problems": problems}
+    return out
+
+
+def inspect_record(path: Path) -> dict[str, Any]:
+    rec = record.load_record(path)
+    root = Path(str(rec.get("install_root", "")))
+    on_disk = record.tree_digest(record.scan_tree(root)) if root.is_dir() else None
+    return {
+        "artifact": {
+            "kind": "llvm-install-tree",
+            "name": f"llvm-{rec.get('variant')}-{(rec.get('recipe') or {}).get('version')}",
+            "location": str(root),
+            "digest": (rec.get("tree") or {}).get("digest"),
+            "on_disk": on_disk,
+            "record_matches": on_disk == (rec.get("tree") or {}).get("digest") if on_disk else None,
+        },
+        "built_from": {
+            "recipe": rec.get("recipe"),
+            "variant": rec.get("variant"),
+            "options": rec.get("options"),
+            "sources": rec.get("sources"),
+            "pruned_source": (rec.get("pruned") or {}).get("sha256"),
+            "toolchain": rec.get("toolchain"),
+            "offline": rec.get("offline"),
+            "source_date_epoch": rec.get("source_date_epoch"),
+        },
+        "attestations": {"note": "install trees are attested through their images (hermetic image llvm)"},
+    }
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+
+def render(report: Mapping[str, Any]) -> str:
+    a = report["artifact"]
+    title = a["name"] if a.get("title", a["name"]) == a["name"] else f"{a['title']} ({a['name']})"
+    lines = [f"{a['kind']}: {title}", f"  location  {a['location']}", f"  digest    {a['digest']}"]
+    for key in ("platform", "tag", "config"):
+        if a.get(key):
+            lines.append(f"  {key:<9} {a[key]}")
+    for layer in a.get("layers") or []:
+        lines.append(f"  layer     {layer['digest']} ({layer['size'] / 1e6:.1f} MB, {layer['mediaType']})")
+    if "record_matches" in a and a["record_matches"] is not None:
+        lines.append(f"  record    {'matches' if a['record_matches'] else 'DOES NOT MATCH'} ({a.get('record', '')})")
+    lines.append("built from:")
+    for k, v in report["built_from"].items():
+        if k == "provenance":
+            continue
+        if isinstance(v, dict):
+            v = ", ".join(f"{kk}={vv}" for kk, vv in v.items() if vv not in (None, ""))
+        lines.append(f"  {k:<18} {v}")
+    prov = report["built_from"].get("provenance")
+    if prov:
+        lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")
+        off = prov.get("offline") or {}
+        lines.append(f"  {'offline':<18} enforced={off.get('enforced')} method={off.get('method')}")
+    lines.append("attestations:")
+    for kind, entry in report["attestations"].items():
+        if not isinstance(entry, dict):
+            lines.append(f"  {entry}")
+            continue
+        detail = entry.get("artifact") or entry.get("found", "")
+        extra = entry.get("format") or entry.get("predicateType") or ""
+        lines.append(f"  {kind:<11} {entry['status']:<9} {detail} {extra}".rstrip())
+        lines += [f"    - {p}" for p in entry.get("problems") or []]
+    return "\n".join(lines)
+
+
+def mismatches(report: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"{kind}: {'; '.join(e.get('problems') or [])}"
+        for kind, e in report["attestations"].items()
+        if isinstance(e, dict) and e.get("status") == MISMATCH
+    ]
+    if report["artifact"].get("record_matches") is False:
+        out.append("the artifact does not match its record")
+    return out
+
+
+def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    target = Path(args.target)
+    if attest.is_layout(target):
+        report = inspect_layout(target, args.arch)
+    elif target.suffix == ".whl" or target.name == attest.WHEEL_RECORD or (target / attest.WHEEL_RECORD).is_file():
+        report = inspect_wheel(target)
+    elif target.is_file() or (target / "record.json").is_file():
+        report = inspect_record(target if target.is_file() else target / "record.json")
+    elif target.exists():
+        raise UsageError(f"cannot inspect {target}", "it is not an image layout, a wheel or a build record", "")
+    else:
+        report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet)
+    print(json.dumps(report, indent=2, sort_keys=True) if args.json else render(report))
+    sys.stdout.flush()
+    bad = mismatches(report)
+    if bad:
+        raise VerifyError(
+            f"the attestations of {report['artifact']['name']} do not match it",
+            "; ".join(bad),
+            "attest the artifact again (`hermetic attest`), or find out who changed it",
+        )
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "inspect", parents=[common],
+        help="what an image layout, image reference or wheel is, what it was built from, whether its attestations match",
+    )
+    p.add_argument("target", metavar="LAYOUT|REF|WHEEL", help="an OCI image layout, REGISTRY/REPO[:TAG], a .whl or a record")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    p.add_argument("--arch", help="the platform of a multi-platform image (default: this machine's)")
+    p.set_defaults(func=cmd_inspect)

@@ -1,0 +1,279 @@
+"""OCI referrers: artifacts (SBOM, provenance) whose `subject` is an image manifest.
+
+In a layout they live beside the image, never inside it: their blobs go to
+blobs/sha256 and their descriptors to `referrers.json` (an image index, the
+shape the referrers API answers with), while index.json keeps naming the
+image alone, so tools that read the layout see one image and its digest
+never changes.
+
+In a registry they are pushed as image manifests with a `subject`. A registry
+that implements the referrers API (OCI distribution 1.1) says so with an
+`OCI-Subject` header and indexes them itself; for one that does not (Debian's
+docker-registry 2.8), the client keeps the index under the tag `sha256-<hex>`
+of the subject, the distribution spec's tag-schema fallback. Discovery asks
+the API first and falls back to that tag when the registry answers 404.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import RegistryError, VerifyError
+from .layout import MT_INDEX, MT_MANIFEST, Descriptor, Layout, canonical_json, sha256_digest, split_digest
+from .registry import DEFAULT_CHUNK, RegistryClient, _Response
+
+MT_EMPTY = "application/vnd.oci.empty.v1+json"
+EMPTY_JSON = b"{}"
+REFERRERS_FILE = "referrers.json"
+ANN_TITLE = "org.opencontainers.image.title"
+ANN_CREATED = "org.opencontainers.image.created"
+ANN_KIND = "io.hermetic.attestation"
+ANN_PREDICATE = "in-toto.io/predicate-type"
+VIA_API = "referrers-api"
+VIA_TAG = "tag-schema"
+
+
+def fallback_tag(digest: str) -> str:
+    """The tag-schema fallback tag of a subject: `sha256:abc…` → `sha256-abc…`."""
+    algo, hexpart = split_digest(digest)
+    return f"{algo}-{hexpart}"
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """One artifact in a layout: its manifest descriptor, the manifest, and where its payload lies."""
+
+    descriptor: dict[str, Any]  # mediaType, digest, size, artifactType, annotations
+    manifest: dict[str, Any]
+    payload: Path
+
+    @property
+    def digest(self) -> str:
+        return str(self.descriptor["digest"])
+
+    @property
+    def artifact_type(self) -> str:
+        return str(self.descriptor.get("artifactType", ""))
+
+    @property
+    def subject(self) -> str:
+        return str((self.manifest.get("subject") or {}).get("digest", ""))
+
+    @property
+    def kind(self) -> str:
+        return str((self.descriptor.get("annotations") or {}).get(ANN_KIND, ""))
+
+    def read(self) -> bytes:
+        return self.payload.read_bytes()
+
+
+# -- in a layout -----------------------------------------------------------------------------------------
+
+
+def _index_path(layout: Layout) -> Path:
+    return layout.path / REFERRERS_FILE
+
+
+def _entries(layout: Layout) -> list[dict[str, Any]]:
+    path = _index_path(layout)
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        manifests = data["manifests"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VerifyError(f"{path} is damaged", str(exc), "attest the image again (`hermetic attest LAYOUT`)") from exc
+    return [dict(m) for m in manifests if isinstance(m, dict)]
+
+
+def _write_entries(layout: Layout, entries: Sequence[Mapping[str, Any]]) -> None:
+    ordered = sorted(entries, key=lambda e: (str(e.get("artifactType", "")), str(e.get("digest", ""))))
+    index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [dict(e) for e in ordered]}
+    tmp = layout.path / f".{REFERRERS_FILE}.tmp{os.getpid()}"
+    tmp.write_bytes(json.dumps(index, indent=2, sort_keys=True).encode() + b"\n")
+    os.replace(tmp, _index_path(layout))
+
+
+def _descriptor(manifest: Mapping[str, Any], data: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {"mediaType": MT_MANIFEST, "digest": sha256_digest(data), "size": len(data)}
+    if manifest.get("artifactType"):
+        out["artifactType"] = manifest["artifactType"]
+    if manifest.get("annotations"):
+        out["annotations"] = dict(manifest["annotations"])
+    return out
+
+
+def attach(
+    layout: Layout,
+    subject: Descriptor,
+    artifact_type: str,
+    payload: bytes,
+    filename: str,
+    annotations: Mapping[str, str],
+) -> Referrer:
+    """Store an artifact about `subject` in the layout; replaces an earlier one of the same kind and subject."""
+    layout.put_bytes(EMPTY_JSON)
+    payload_digest = layout.put_bytes(payload)
+    layer_ann = {ANN_TITLE: filename}
+    if ANN_PREDICATE in annotations:
+        layer_ann[ANN_PREDICATE] = annotations[ANN_PREDICATE]
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": MT_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {"mediaType": MT_EMPTY, "digest": sha256_digest(EMPTY_JSON), "size": len(EMPTY_JSON)},
+        "layers": [{"mediaType": artifact_type, "digest": payload_digest, "size": len(payload), "annotations": layer_ann}],
+        "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
+        "annotations": dict(annotations),
+    }
+    data = canonical_json(manifest)
+    layout.put_bytes(data)
+    desc = _descriptor(manifest, data)
+    kind = annotations.get(ANN_KIND, "")
+    keep = [r.descriptor for r in referrers(layout) if not (r.subject == subject.digest and r.kind == kind and kind)]
+    _write_entries(layout, [*keep, desc])
+    return Referrer(desc, manifest, layout.blob_path(payload_digest))
+
+
+def referrers(layout: Layout, subject: str | None = None, artifact_type: str | None = None) -> list[Referrer]:
+    """The artifacts stored in the layout (about `subject` and of `artifact_type` when given), verified."""
+    out = []
+    for entry in _entries(layout):
+        desc = Descriptor.from_json(entry, str(_index_path(layout)))
+        manifest = layout.read_json(desc)
+        layers = manifest.get("layers") or []
+        if not layers:
+            raise VerifyError(f"artifact {desc.digest} in {layout.path} has no payload", "", "attest the image again")
+        payload = Descriptor.from_json(layers[0], desc.digest)
+        ref = Referrer(entry, manifest, layout.verify_blob_file(payload))
+        if subject and ref.subject != subject:
+            continue
+        if artifact_type and ref.artifact_type != artifact_type:
+            continue
+        out.append(ref)
+    return out
+
+
+# -- in a registry ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pushed:
+    digest: str
+    artifact_type: str
+    subject: str
+    via: str  # VIA_API or VIA_TAG
+
+
+def _get_optional(client: RegistryClient, repo: str, path: str, accept: str) -> _Response | None:
+    resp = client.request(
+        "GET", f"/v2/{repo}/{path}", headers={"Accept": accept}, ok=(200, 400, 404, 405, 501),
+        scopes=[f"repository:{repo}:pull"],
+    )
+    assert isinstance(resp, _Response)
+    return resp if resp.status == 200 else None
+
+
+def _index_manifests(body: bytes, where: str) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(body)
+        manifests = doc["manifests"] if isinstance(doc, dict) else None
+    except (ValueError, KeyError) as exc:
+        raise RegistryError(f"{where} is not an image index", str(exc), "") from exc
+    if not isinstance(manifests, list):
+        raise RegistryError(f"{where} is not an image index", "it has no manifests list", "")
+    return [dict(m) for m in manifests if isinstance(m, dict)]
+
+
+def list_referrers(
+    client: RegistryClient, repo: str, subject: str, artifact_type: str | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """Descriptors of the artifacts about `subject` in the registry, and how they were found."""
+    query = "?" + urllib.parse.urlencode({"artifactType": artifact_type}) if artifact_type else ""
+    resp = _get_optional(client, repo, f"referrers/{subject}{query}", MT_INDEX)
+    if resp is not None and resp.header("Content-Type").split(";")[0].strip() == MT_INDEX:
+        found, via = _index_manifests(resp.body, f"the referrers of {subject}"), VIA_API
+        # a registry may ignore the filter; it says so in OCI-Filters-Applied
+        if artifact_type and "artifactType" in resp.header("OCI-Filters-Applied"):
+            return found, via
+    else:
+        tag = fallback_tag(subject)
+        resp = _get_optional(client, repo, f"manifests/{tag}", MT_INDEX)
+        found, via = (_index_manifests(resp.body, f"{repo}:{tag}") if resp is not None else []), VIA_TAG
+    if artifact_type:
+        found = [m for m in found if m.get("artifactType") == artifact_type]
+    return found, via
+
+
+def _add_to_fallback(client: RegistryClient, repo: str, subject: str, desc: Mapping[str, Any]) -> None:
+    tag = fallback_tag(subject)
+    resp = _get_optional(client, repo, f"manifests/{tag}", MT_INDEX)
+    manifests = _index_manifests(resp.body, f"{repo}:{tag}") if resp is not None else []
+    if any(m.get("digest") == desc["digest"] for m in manifests):
+        return
+    index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [*manifests, dict(desc)]}
+    client.put_manifest(repo, tag, MT_INDEX, canonical_json(index))
+
+
+def push_referrers(
+    client: RegistryClient,
+    layout: Layout,
+    repo: str,
+    subjects: Iterable[str],
+    chunk_size: int = DEFAULT_CHUNK,
+) -> list[Pushed]:
+    """Push the layout's artifacts about `subjects` (already pushed images) to `repo`."""
+    wanted = set(subjects)
+    out = []
+    for ref in referrers(layout):
+        if ref.subject not in wanted:
+            continue
+        desc = Descriptor.from_json(ref.descriptor, REFERRERS_FILE)
+        for blob in layout.children(desc):
+            client.push_blob(repo, blob, layout.blob_path(blob.digest), chunk_size)
+        answered = client.put_manifest(repo, desc.digest, MT_MANIFEST, layout.read_blob(desc))
+        if answered == ref.subject:
+            via = VIA_API
+        else:
+            _add_to_fallback(client, repo, ref.subject, ref.descriptor)
+            via = VIA_TAG
+        out.append(Pushed(desc.digest, ref.artifact_type, ref.subject, via))
+    return out
+
+
+def pull_referrers(
+    client: RegistryClient, repo: str, subject: str, layout: Layout, artifact_type: str | None = None
+) -> tuple[list[Referrer], str]:
+    """Fetch the artifacts about `subject` into the layout (verified); returns them and how they were found."""
+    found, via = list_referrers(client, repo, subject, artifact_type)
+    for entry in found:
+        digest = str(entry.get("digest", ""))
+        split_digest(digest)
+        media_type, body = client.get_manifest(repo, digest)
+        if sha256_digest(body) != digest:
+            raise VerifyError(
+                f"artifact manifest {digest} from {client.registry}/{repo} does not match its digest",
+                f"received {sha256_digest(body)}", "the registry serves damaged data",
+            )
+        manifest = json.loads(body)
+        if (manifest.get("subject") or {}).get("digest") != subject:
+            raise VerifyError(
+                f"artifact {digest} listed as a referrer of {subject} is about something else",
+                f"its subject is {(manifest.get('subject') or {}).get('digest')!r}",
+                "the referrers index of the registry is wrong; push the attestations again",
+            )
+        layout.put_bytes(body)
+        desc = Descriptor(media_type, digest, len(body))
+        for blob in layout.children(desc):
+            if not layout.blob_path(blob.digest).is_file():
+                client.fetch_blob(repo, blob, layout.blob_path(blob.digest))
+        kept = [e for e in _entries(layout) if e.get("digest") != digest]
+        _write_entries(layout, [*kept, _descriptor(manifest, body)])
+    got = [r for r in referrers(layout, subject=subject) if r.digest in {str(e.get("digest")) for e in found}]
+    return got, via

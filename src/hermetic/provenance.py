@@ -1,0 +1,337 @@
+"""SLSA v1 provenance in an in-toto Statement v1, for LLVM images and compiler wheels.
+
+The statement says which artifact (subject: name and sha256), how it was
+built (buildType, the external parameters a user chose: recipe, variant,
+options; the internal ones hermetic fixed: SOURCE_DATE_EPOCH, environment,
+offline enforcement), from what (resolvedDependencies with their digests)
+and by whom and when (builder id, start and finish). Unlike the SBOM it
+describes one run, so it carries times and is not reproducible byte for byte.
+
+Digests that are not plain file hashes (hermetic's recipe and tree digests)
+go under their own algorithm names, so no verifier mistakes them for the
+sha256 of a file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from . import __version__
+from .sbom import ImageFacts, origin_uri, tool_version
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+MEDIA_TYPE = "application/vnd.in-toto+json"
+BUILD_TYPE_LLVM_IMAGE = "urn:hermetic:build-type:llvm-image:v1"
+BUILD_TYPE_WHEEL = "urn:hermetic:build-type:wheel:v1"
+DEFAULT_BUILDER_ID = "urn:hermetic:builder:local"
+# digest algorithm names for hermetic's own digests (a digest over a canonical listing, not over one file)
+TREE_DIGEST = "hermeticTreeSha256"
+RECIPE_DIGEST = "hermeticRecipeSha256"
+REQUIREMENTS_DIGEST = "hermeticRequirementsSha256"
+
+
+def iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> float:
+    return _dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC).timestamp()
+
+
+def _hex(digest: str) -> str:
+    return digest.removeprefix("sha256:")
+
+
+def _tools(toolchain: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name in ("cc", "cxx", "cmake", "ninja", "conan", "python"):
+        line = str(toolchain.get(name, "") or "")
+        if line:
+            out.append(
+                {
+                    "name": name,
+                    "uri": f"pkg:generic/{name}@{tool_version(line)}",
+                    "annotations": {"versionLine": line, "role": "toolchain"},
+                }
+            )
+    return out
+
+
+def builder(builder_id: str) -> dict[str, Any]:
+    return {
+        "id": builder_id,
+        "version": {
+            "hermetic": __version__,
+            "python": platform.python_version(),
+            "host": f"{platform.system().lower()}-{platform.machine()}",
+        },
+    }
+
+
+def _offline(rec: Mapping[str, Any]) -> dict[str, Any]:
+    off = rec.get("offline") or {}
+    return {
+        "enforced": bool(off.get("enforced")),
+        "method": str(off.get("method", "none")),
+        "reason": str(off.get("reason", "")),
+    }
+
+
+def llvm_dependencies(rec: Mapping[str, Any], canonical: Mapping[str, str]) -> list[dict[str, Any]]:
+    deps: list[dict[str, Any]] = []
+    for s in rec.get("sources") or []:
+        file = str(s.get("file", ""))
+        d: dict[str, Any] = {
+            "name": file,
+            "digest": {"sha256": str(s.get("sha256", ""))},
+            "annotations": {"origin": str(s.get("origin", "")), "role": "release-source"},
+        }
+        uri = origin_uri(str(s.get("origin", "")), canonical.get(file, ""))
+        if uri:
+            d["uri"] = uri
+        deps.append(d)
+    pruned = rec.get("pruned") or None
+    if pruned:
+        deps.append(
+            {
+                "name": str(pruned.get("file", "")),
+                "digest": {"sha256": str(pruned.get("sha256", ""))},
+                "annotations": {
+                    "role": "pruned-source",
+                    "derivedFrom": str((pruned.get("from") or {}).get("file", "")),
+                    "pruneKey": str(pruned.get("key", "")),
+                },
+            }
+        )
+    elif rec.get("source_archive") and not rec.get("sources"):
+        sa = rec["source_archive"]
+        deps.append({"name": str(sa.get("file", "")), "digest": {"sha256": str(sa.get("sha256", ""))}})
+    recipe = rec.get("recipe") or {}
+    deps.append(
+        {
+            "name": f"recipes/{recipe.get('name', 'llvm')}",
+            "digest": {RECIPE_DIGEST: str(recipe.get("digest", ""))},
+            "annotations": {"role": "recipe", "version": str(recipe.get("version", ""))},
+        }
+    )
+    return deps + _tools(rec.get("toolchain") or {})
+
+
+def _external_llvm(rec: Mapping[str, Any]) -> dict[str, Any]:
+    recipe = rec.get("recipe") or {}
+    return {
+        "recipe": {
+            "name": str(recipe.get("name", "llvm")),
+            "version": str(recipe.get("version", "")),
+            "digest": {RECIPE_DIGEST: str(recipe.get("digest", ""))},
+        },
+        "variant": str(rec.get("variant", "")),
+        "options": dict(rec.get("options") or {}),
+        "source": "pruned" if rec.get("pruned") else "full",
+    }
+
+
+def image_statement(
+    rec: Mapping[str, Any],
+    image: ImageFacts,
+    canonical: Mapping[str, str],
+    *,
+    started: float,
+    finished: float,
+    record_sha256: str,
+    builder_id: str = DEFAULT_BUILDER_ID,
+) -> dict[str, Any]:
+    tree = rec.get("tree") or {}
+    layer_types = sorted({mt for mt, _, _ in image.layers})
+    external = _external_llvm(rec) | {
+        "image": {"name": image.name, "os": image.os, "architecture": image.arch, "layerMediaTypes": layer_types}
+    }
+    byproducts: list[dict[str, Any]] = [
+        {"name": "record.json", "digest": {"sha256": record_sha256}, "annotations": {"role": "build-record"}},
+        {"name": str(rec.get("prefix", "install-tree")), "digest": {TREE_DIGEST: _hex(str(tree.get("digest", "")))},
+         "annotations": {"role": "install-tree", "size": str(tree.get("size", ""))}},
+    ]
+    for p in (rec.get("test_package") or {}).get("ptx") or []:
+        byproducts.append({"name": f"test_package/{p['file']}", "digest": {"sha256": str(p["sha256"])},
+                           "annotations": {"role": "test_package-output"}})
+    return _statement(
+        subjects=[{"name": image.name, "digest": {"sha256": _hex(image.manifest_digest)}}],
+        build_type=BUILD_TYPE_LLVM_IMAGE,
+        external=external,
+        internal={
+            "sourceDateEpoch": int(rec.get("source_date_epoch", 0)),
+            "environment": {"LC_ALL": "C", "TZ": "UTC", "PYTHONHASHSEED": "0", "umask": "022"},
+            "offline": _offline(rec),
+            "jobs": rec.get("jobs"),
+            "inputsDigest": str(rec.get("inputs_digest", "")),
+            "machine": str((rec.get("toolchain") or {}).get("machine", "")),
+        },
+        deps=llvm_dependencies(rec, canonical),
+        builder_id=builder_id,
+        invocation=str(rec.get("inputs_digest", "")) + record_sha256,
+        started=started,
+        finished=finished,
+        byproducts=byproducts,
+    )
+
+
+def wheel_statement(
+    wrec: Mapping[str, Any],
+    *,
+    llvm_record: Mapping[str, Any] | None,
+    canonical: Mapping[str, str],
+    started: float,
+    finished: float,
+    record_sha256: str,
+    toolchain: Mapping[str, Any] | None = None,
+    builder_id: str = DEFAULT_BUILDER_ID,
+) -> dict[str, Any]:
+    llvm = wrec.get("llvm") or {}
+    reqs = wrec.get("build_requirements") or {}
+    deps: list[dict[str, Any]] = []
+    llvm_dep: dict[str, Any] = {
+        "name": "llvm",
+        "uri": "file://" + str(llvm.get("prefix", "")),
+        "annotations": {"role": "llvm-prefix", "version": str(llvm.get("version", ""))},
+    }
+    if llvm_record is not None:
+        llvm_dep["digest"] = {TREE_DIGEST: _hex(str((llvm_record.get("tree") or {}).get("digest", "")))}
+        llvm_dep["annotations"]["variant"] = str(llvm_record.get("variant", ""))
+    deps.append(llvm_dep)
+    if llvm_record is not None:
+        deps += [d for d in llvm_dependencies(llvm_record, canonical) if (d.get("annotations") or {}).get("role") != "toolchain"]
+    for p in reqs.get("pinned") or []:
+        deps.append(
+            {
+                "name": str(p["name"]),
+                "uri": f"pkg:pypi/{p['name']}@{p['version']}",
+                "digest": {"sha256": str((p.get("sha256") or [""])[0])},
+                "annotations": {"role": "build-requirement"},
+            }
+        )
+    chain = dict(toolchain or wrec.get("toolchain") or {})
+    deps += _tools({k: chain.get(k, "") for k in ("cc", "cxx")})
+    py = wrec.get("python") or {}
+    deps.append({"name": "python", "uri": f"pkg:generic/python@{py.get('version', '')}",
+                 "annotations": {"role": "toolchain", "tag": str(py.get("tag", ""))}})
+    project = wrec.get("project") or {}
+    return _statement(
+        subjects=[{"name": str(wrec.get("wheel", "")), "digest": {"sha256": str(wrec.get("sha256", ""))}}],
+        build_type=BUILD_TYPE_WHEEL,
+        external={
+            "project": str(project.get("name", "")),
+            "llvmPrefix": str(llvm.get("prefix", "")),
+            "recipe": {"name": "compiler", "digest": {RECIPE_DIGEST: str(wrec.get("recipe_digest", ""))}},
+            "buildRequirements": {"digest": {REQUIREMENTS_DIGEST: str(reqs.get("digest", ""))}},
+        },
+        internal={
+            "sourceDateEpoch": int(wrec.get("source_date_epoch", 0)),
+            "environment": {"LC_ALL": "C", "TZ": "UTC", "PYTHONHASHSEED": "0", "umask": "022"},
+            "offline": _offline(wrec),
+            "pip": "--no-index --no-build-isolation, from the hash-pinned wheelhouse",
+            "machine": str(wrec.get("machine", "")),
+        },
+        deps=deps,
+        builder_id=builder_id,
+        invocation=str(wrec.get("sha256", "")) + record_sha256,
+        started=started,
+        finished=finished,
+        byproducts=[{"name": "wheel-record.json", "digest": {"sha256": record_sha256},
+                     "annotations": {"role": "build-record"}}],
+    )
+
+
+def _statement(
+    *,
+    subjects: list[dict[str, Any]],
+    build_type: str,
+    external: dict[str, Any],
+    internal: dict[str, Any],
+    deps: list[dict[str, Any]],
+    builder_id: str,
+    invocation: str,
+    started: float,
+    finished: float,
+    byproducts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": build_type,
+                "externalParameters": external,
+                "internalParameters": internal,
+                "resolvedDependencies": deps,
+            },
+            "runDetails": {
+                "builder": builder(builder_id),
+                "metadata": {
+                    "invocationId": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'hermetic:' + invocation)}",
+                    "startedOn": iso(started),
+                    "finishedOn": iso(max(finished, started)),
+                },
+                "byproducts": byproducts,
+            },
+        },
+    }
+
+
+def dumps(statement: Mapping[str, Any]) -> bytes:
+    return json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- reading one back ------------------------------------------------------------------------------------
+
+
+def subject_sha256s(statement: Mapping[str, Any]) -> list[str]:
+    return [str((s.get("digest") or {}).get("sha256", "")) for s in statement.get("subject") or []]
+
+
+def check_statement(statement: Any) -> list[str]:
+    """Problems with the shape of an in-toto Statement v1 with a SLSA v1 predicate; empty when none."""
+    if not isinstance(statement, dict):
+        return ["not a JSON object"]
+    problems = []
+    if statement.get("_type") != STATEMENT_TYPE:
+        problems.append(f"_type is {statement.get('_type')!r}")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        problems.append(f"predicateType is {statement.get('predicateType')!r}")
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        problems.append("no subject")
+    else:
+        for s in subjects:
+            if not isinstance(s, dict) or not s.get("digest") or not isinstance(s.get("digest"), dict):
+                problems.append(f"subject without digest: {s!r}")
+    pred = statement.get("predicate") or {}
+    bd = pred.get("buildDefinition") or {}
+    rd = pred.get("runDetails") or {}
+    if not isinstance(bd.get("buildType"), str) or not bd.get("buildType"):
+        problems.append("no buildDefinition.buildType")
+    if not isinstance(bd.get("externalParameters"), dict):
+        problems.append("no buildDefinition.externalParameters")
+    for d in bd.get("resolvedDependencies") or []:
+        if not any(d.get(k) for k in ("uri", "digest", "content")):
+            problems.append(f"resolved dependency without uri, digest or content: {d.get('name')!r}")
+    if not isinstance((rd.get("builder") or {}).get("id"), str):
+        problems.append("no runDetails.builder.id")
+    meta = rd.get("metadata") or {}
+    for k in ("startedOn", "finishedOn"):
+        try:
+            parse_iso(str(meta.get(k)))
+        except ValueError:
+            problems.append(f"runDetails.metadata.{k} is not an RFC 3339 UTC time: {meta.get(k)!r}")
+    return problems

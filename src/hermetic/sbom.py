@@ -1,0 +1,541 @@
+"""CycloneDX 1.6 SBOMs of LLVM images and compiler wheels, from their build records.
+
+CycloneDX rather than SPDX 2.3 because its model has a place for everything a
+hermetic build knows: `formulation` says how the artifact was built (recipe,
+variant, resolved options, toolchain, offline enforcement), `pedigree` says
+that the pruned source derives from the release archive, hashes are SHA-256
+throughout (SPDX 2.3 insists on SHA-1 for files and has no field for a tree
+digest), licenses are SPDX expressions all the same, and the official schema
+ships on PyPI so tests validate offline.
+
+An SBOM is a pure function of the records and the artifact: no clock, no
+paths of the build machine, a serial number derived from the subject digest.
+Building the same artifact again gives the same SBOM bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import __version__
+from .recipe import Recipe
+
+SPEC_VERSION = "1.6"
+SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"
+MEDIA_TYPE = "application/vnd.cyclonedx+json"
+LLVM_LICENSE = "Apache-2.0 WITH LLVM-exception"
+LLVM_WEBSITE = "https://llvm.org"
+LLVM_VCS = "https://github.com/llvm/llvm-project"
+NANOBIND_LICENSE = "BSD-3-Clause"
+PROP = "hermetic:"
+# The reproducibility settings every hermetic build step runs under (sandbox.build_env, umask in sandbox.run).
+BUILD_ENV = (("LC_ALL", "C"), ("TZ", "UTC"), ("PYTHONHASHSEED", "0"), ("umask", "022"))
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
+_SERIAL_NS = uuid.UUID("6f1c3b52-6c1e-5d1e-9a52-1f0d3c0b7e11")
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What an SBOM and a provenance say about an image; read from its layout."""
+
+    name: str  # the layout's ref name, e.g. llvm-support-19.1.7-linux-amd64
+    title: str  # llvm-support-19.1.7
+    manifest_digest: str
+    manifest_size: int
+    media_type: str
+    config_digest: str
+    layers: tuple[tuple[str, str, int], ...]  # (media type, digest, size)
+    arch: str
+    os: str
+    labels: Mapping[str, str]
+
+
+def tool_version(line: str) -> str:
+    """`cc (Debian 12.2.0-14) 12.2.0` → 12.2.0; `cmake version 4.4.4` → 4.4.4."""
+    found = _VERSION.findall(line or "")
+    return found[-1] if found else (line or "unknown")
+
+
+def canonical_uris(recipe: Recipe) -> dict[str, str]:
+    """Where each pinned archive of the recipe officially comes from: its URL, or the Debian source package."""
+    out: dict[str, str] = {}
+    for a in recipe.archives:
+        if a.url:
+            out[a.file] = a.url
+        elif a.apt_source_package:
+            version = a.apt_source_version or recipe.version
+            out[a.file] = f"pkg:deb/debian/{a.apt_source_package}@{version}?arch=source"
+    return out
+
+
+def origin_uri(origin: str, canonical: str = "") -> str:
+    """A URI for where a copy came from: `url:X` → X, `apt:pkg=ver` → a Debian source purl."""
+    kind, _, rest = origin.partition(":")
+    if kind == "url" and rest:
+        return rest
+    if kind == "apt" and rest:
+        pkg, _, ver = rest.partition("=")
+        return f"pkg:deb/debian/{pkg}@{ver}?arch=source" if ver else f"pkg:deb/debian/{pkg}?arch=source"
+    return canonical
+
+
+def _props(pairs: Iterable[tuple[str, Any]]) -> list[dict[str, str]]:
+    return [{"name": PROP + k, "value": str(v)} for k, v in pairs if v is not None and v != ""]
+
+
+def _sha256(hexdigest: str) -> list[dict[str, str]]:
+    return [{"alg": "SHA-256", "content": hexdigest.removeprefix("sha256:")}]
+
+
+def _license(expression: str) -> list[dict[str, str]]:
+    return [{"expression": expression}]
+
+
+def serial_number(subject_digest: str) -> str:
+    return f"urn:uuid:{uuid.uuid5(_SERIAL_NS, subject_digest)}"
+
+
+def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, Any]:
+    from .oci.layout import rfc3339
+
+    return {
+        "$schema": SCHEMA_URL,
+        "bomFormat": "CycloneDX",
+        "specVersion": SPEC_VERSION,
+        "serialNumber": serial_number(subject_digest),
+        "version": 1,
+        "metadata": {
+            # the release date of the pinned source, not the wall clock: the SBOM is reproducible too
+            "timestamp": rfc3339(epoch),
+            "lifecycles": [{"phase": "build"}],
+            "tools": {"components": [{"type": "application", "name": "hermetic", "version": __version__}]},
+            "component": subject,
+        },
+        "components": [],
+        "dependencies": [],
+        "formulation": [],
+    }
+
+
+# -- the LLVM part: install tree, its sources, its recipe and how it was built ------------------------
+
+
+def _toolchain_components(toolchain: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    out = []
+    for name in ("cc", "cxx", "cmake", "ninja", "conan", "python"):
+        line = str(toolchain.get(name, "") or "")
+        if not line:
+            continue
+        out.append(
+            {
+                "type": "application",
+                "bom-ref": f"{prefix}tool:{name}",
+                "name": name,
+                "version": tool_version(line),
+                "description": line,
+            }
+        )
+    return out
+
+
+def llvm_part(rec: Mapping[str, Any], canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
+    """Components, dependencies and formulation of a hermetic LLVM build record."""
+    recipe = rec.get("recipe") or {}
+    version = str(recipe.get("version", ""))
+    variant = str(rec.get("variant", ""))
+    options = dict(rec.get("options") or {})
+    tree = rec.get("tree") or {}
+    sources = list(rec.get("sources") or [])
+    pruned = rec.get("pruned") or None
+    source_refs: list[str] = []
+    components: list[dict[str, Any]] = []
+
+    for s in sources:
+        file, sha, origin = str(s.get("file", "")), str(s.get("sha256", "")), str(s.get("origin", ""))
+        ext = []
+        where = origin_uri(origin, canonical.get(file, ""))
+        if where.startswith(("http://", "https://")):
+            ext.append({"type": "source-distribution", "url": where})
+        comp: dict[str, Any] = {
+            "type": "file",
+            "bom-ref": f"source:{file}",
+            "name": file,
+            "version": version,
+            "description": f"LLVM {version} release source archive",
+            "hashes": _sha256(sha),
+            "licenses": _license(LLVM_LICENSE),
+            "externalReferences": [*ext, {"type": "vcs", "url": LLVM_VCS}, {"type": "website", "url": LLVM_WEBSITE}],
+            "properties": _props([("origin", origin), ("canonical-location", canonical.get(file, ""))]),
+        }
+        if where.startswith("pkg:"):
+            comp["purl"] = where
+        components.append(comp)
+        source_refs.append(comp["bom-ref"])
+
+    build_input = source_refs[:1]
+    if pruned:
+        parent = sources[0] if sources else {}
+        comp = {
+            "type": "file",
+            "bom-ref": "source:pruned",
+            "name": str(pruned.get("file", "")),
+            "version": version,
+            "description": f"the subset of the LLVM {version} source that variant {variant} builds",
+            "hashes": _sha256(str(pruned.get("sha256", ""))),
+            "licenses": _license(LLVM_LICENSE),
+            "pedigree": {
+                "ancestors": [
+                    {
+                        "type": "file",
+                        "name": str(parent.get("file", "")),
+                        "version": version,
+                        "hashes": _sha256(str(parent.get("sha256", ""))),
+                    }
+                ],
+                "notes": "deterministic subset: llvm/ without test, unittests, docs, benchmarks, examples, bindings "
+                "and the unbuilt lib/Target directories (hermetic source prune)",
+            },
+            "properties": _props([("prune.key", pruned.get("key")), ("size", pruned.get("size"))]),
+        }
+        components.append(comp)
+        build_input = ["source:pruned"]
+    elif rec.get("source_archive") and not sources:
+        sa = rec["source_archive"]
+        components.append(
+            {
+                "type": "file",
+                "bom-ref": "source:archive",
+                "name": str(sa.get("file", "")),
+                "hashes": _sha256(str(sa.get("sha256", ""))),
+                "licenses": _license(LLVM_LICENSE),
+            }
+        )
+        build_input = ["source:archive"]
+
+    recipe_comp = {
+        "type": "file",
+        "bom-ref": "recipe:llvm",
+        "name": f"hermetic recipe {recipe.get('name', 'llvm')}",
+        "version": version,
+        "description": "Conan 2 recipe, variants and pinned sources (recipes/llvm)",
+        "properties": _props([("recipe.digest", recipe.get("digest")), ("recipe.name", recipe.get("name"))]),
+    }
+    components.append(recipe_comp)
+
+    files = tree.get("files") or []
+    tree_comp = {
+        "type": "library",
+        "bom-ref": ref,
+        "name": "llvm",
+        "version": version,
+        "description": f"LLVM {version}, variant {variant}, installed at {rec.get('prefix', '')}",
+        "licenses": _license(LLVM_LICENSE),
+        "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
+        "properties": _props(
+            [
+                ("variant", variant),
+                *((f"option.{k}", v) for k, v in sorted(options.items())),
+                ("prefix", rec.get("prefix")),
+                ("tree.digest", tree.get("digest")),
+                ("tree.size", tree.get("size")),
+                ("tree.entries", len(files) if files else None),
+                ("source-date-epoch", rec.get("source_date_epoch")),
+                ("inputs.digest", rec.get("inputs_digest")),
+            ]
+        ),
+    }
+    components.insert(0, tree_comp)
+
+    offline = rec.get("offline") or {}
+    tools = _toolchain_components(rec.get("toolchain") or {}, "llvm-")
+    workflow = {
+        "bom-ref": "workflow:llvm-build",
+        "uid": str(rec.get("inputs_digest") or f"llvm-{variant}"),
+        "name": f"hermetic build llvm --variant {variant}",
+        "taskTypes": ["build"],
+        "inputs": [
+            *({"resource": {"ref": r}} for r in [*build_input, "recipe:llvm"]),
+            {"parameters": [{"name": "variant", "value": variant}]
+             + [{"name": k, "value": str(v)} for k, v in sorted(options.items())]},
+            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.get("source_date_epoch", ""))}]
+             + [{"name": k, "value": v} for k, v in BUILD_ENV]},
+        ],
+        "outputs": [{"type": "artifact", "resource": {"ref": ref}}],
+        "properties": _props(
+            [
+                ("offline.enforced", str(bool(offline.get("enforced"))).lower()),
+                ("offline.method", offline.get("method")),
+                ("offline.reason", offline.get("reason")),
+                ("jobs", rec.get("jobs")),
+                ("build-commands", rec.get("build_commands")),
+                ("machine", (rec.get("toolchain") or {}).get("machine")),
+            ]
+        ),
+    }
+    deps = [
+        {"ref": ref, "dependsOn": [*build_input, "recipe:llvm"]},
+        *({"ref": c["bom-ref"], "dependsOn": []} for c in components if c["bom-ref"] != ref),
+    ]
+    if pruned and source_refs:
+        deps = [d if d["ref"] != "source:pruned" else {"ref": "source:pruned", "dependsOn": source_refs[:1]} for d in deps]
+    return {"components": components, "dependencies": deps, "tools": tools, "workflow": workflow}
+
+
+# -- images --------------------------------------------------------------------------------------------
+
+
+def image_purl(image: ImageFacts) -> str:
+    return f"pkg:oci/{image.title}@{image.manifest_digest.replace(':', '%3A')}?arch={image.arch}"
+
+
+def image_sbom(rec: Mapping[str, Any], image: ImageFacts, canonical: Mapping[str, str]) -> dict[str, Any]:
+    """The SBOM of an LLVM image: the image, the install tree in it, and everything it was built from."""
+    recipe = rec.get("recipe") or {}
+    subject = {
+        "type": "container",
+        "bom-ref": "image",
+        "name": image.title,
+        "version": str(recipe.get("version", "")),
+        "description": f"OCI image of LLVM variant {rec.get('variant')}: {rec.get('prefix')} on FROM scratch",
+        "hashes": _sha256(image.manifest_digest),
+        "licenses": _license(LLVM_LICENSE),
+        "purl": image_purl(image),
+        "properties": _props(
+            [
+                ("image.manifest", image.manifest_digest),
+                ("image.config", image.config_digest),
+                *((f"image.layer.{i}", f"{d} {mt} {size}") for i, (mt, d, size) in enumerate(image.layers)),
+                ("image.platform", f"{image.os}/{image.arch}"),
+                ("prefix", rec.get("prefix")),
+            ]
+        ),
+    }
+    bom = _bom(subject, image.manifest_digest, int(rec.get("source_date_epoch", 0)))
+    part = llvm_part(rec, canonical)
+    bom["components"] = part["components"]
+    bom["dependencies"] = [{"ref": "image", "dependsOn": ["llvm-tree"]}, *part["dependencies"]]
+    image_flow = {
+        "bom-ref": "workflow:image",
+        "uid": image.manifest_digest,
+        "name": f"hermetic image llvm --variant {rec.get('variant')}",
+        "taskTypes": ["build"],
+        "inputs": [
+            {"resource": {"ref": "llvm-tree"}},
+            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.get("source_date_epoch", ""))}]},
+        ],
+        "outputs": [{"type": "artifact", "resource": {"ref": "image"}}],
+        "properties": _props([("image.layer-tar", "sorted, mtime clamped to SOURCE_DATE_EPOCH, uid/gid 0, no owner names")]),
+    }
+    bom["formulation"] = [
+        {"bom-ref": "formula:llvm-image", "components": part["tools"], "workflows": [part["workflow"], image_flow]}
+    ]
+    return bom
+
+
+# -- wheels --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLVMOrigin:
+    """Where the LLVM a wheel links came from when it is not a hermetic build: a distribution package."""
+
+    package: str
+    version: str
+    arch: str
+    source_package: str = ""
+
+    @property
+    def purl(self) -> str:
+        return f"pkg:deb/debian/{self.package}@{self.version}?arch={self.arch}"
+
+
+def wheel_sbom(
+    wrec: Mapping[str, Any],
+    *,
+    license_expression: str,
+    llvm_record: Mapping[str, Any] | None,
+    llvm_origin: LLVMOrigin | None,
+    canonical: Mapping[str, str],
+    toolchain: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The SBOM of a compiler-core wheel: the wheel, the LLVM and nanobind linked into it, its build toolchain."""
+    name = str(wrec.get("wheel", ""))
+    parts = name.removesuffix(".whl").split("-")
+    dist, version = (parts[0], parts[1]) if len(parts) >= 2 else (name, "")
+    sha = str(wrec.get("sha256", ""))
+    pinned = {str(p["name"]): p for p in (wrec.get("build_requirements") or {}).get("pinned", [])}
+    llvm = wrec.get("llvm") or {}
+    subject = {
+        "type": "library",
+        "bom-ref": "wheel",
+        "name": dist,
+        "version": version,
+        "description": f"{name}: the compiler core built against LLVM {llvm.get('version', '')}",
+        "hashes": _sha256(sha),
+        "licenses": _license(license_expression),
+        "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
+        "properties": _props(
+            [
+                ("wheel.file", name),
+                ("wheel.tag", wrec.get("tag")),
+                ("wheel.size", wrec.get("size")),
+                ("glibc-required", wrec.get("glibc_required")),
+                ("platform-tag.from", (wrec.get("platform_tag") or {}).get("from")),
+            ]
+        ),
+    }
+    bom = _bom(subject, "sha256:" + sha, int(wrec.get("source_date_epoch", 0)))
+    components: list[dict[str, Any]] = []
+    deps: list[dict[str, Any]] = []
+    formula_tools: list[dict[str, Any]] = []
+    workflows: list[dict[str, Any]] = []
+    llvm_ref = "llvm-tree"
+    if llvm_record is not None:
+        part = llvm_part(llvm_record, canonical, ref=llvm_ref)
+        components += part["components"]
+        deps += part["dependencies"]
+        formula_tools += part["tools"]
+        workflows.append(part["workflow"])
+    else:
+        comp: dict[str, Any] = {
+            "type": "library",
+            "bom-ref": llvm_ref,
+            "name": "llvm",
+            "version": str(llvm.get("version", "")),
+            "description": f"LLVM {llvm.get('version', '')} at {llvm.get('prefix', '')}, linked statically",
+            "licenses": _license(LLVM_LICENSE),
+            "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
+            "properties": _props([("prefix", llvm.get("prefix")), ("built-by", "not hermetic: no build record")]),
+        }
+        if llvm_origin is not None:
+            comp["purl"] = llvm_origin.purl
+            comp["properties"] += _props(
+                [("package", f"{llvm_origin.package} {llvm_origin.version}"), ("source-package", llvm_origin.source_package)]
+            )
+        components.append(comp)
+        deps.append({"ref": llvm_ref, "dependsOn": []})
+
+    nb = pinned.get("nanobind")
+    if nb is not None:
+        components.append(
+            {
+                "type": "library",
+                "bom-ref": "nanobind",
+                "name": "nanobind",
+                "version": str(nb["version"]),
+                "description": "compiled into the extension module (static)",
+                "licenses": _license(NANOBIND_LICENSE),
+                "purl": f"pkg:pypi/nanobind@{nb['version']}",
+                "hashes": [{"alg": "SHA-256", "content": h} for h in nb.get("sha256", [])],
+            }
+        )
+        deps.append({"ref": "nanobind", "dependsOn": []})
+    deps.insert(0, {"ref": "wheel", "dependsOn": [llvm_ref, *(["nanobind"] if nb is not None else [])]})
+
+    for pname, p in sorted(pinned.items()):
+        formula_tools.append(
+            {
+                "type": "application" if pname not in ("nanobind", "scikit-build-core", "packaging", "pathspec") else "library",
+                "bom-ref": f"wheel-tool:{pname}",
+                "name": pname,
+                "version": str(p["version"]),
+                "purl": f"pkg:pypi/{pname}@{p['version']}",
+                "hashes": [{"alg": "SHA-256", "content": h} for h in p.get("sha256", [])],
+            }
+        )
+    py = wrec.get("python") or {}
+    formula_tools.append(
+        {
+            "type": "application",
+            "bom-ref": "wheel-tool:python",
+            "name": str(py.get("implementation", "python")).lower(),
+            "version": str(py.get("version", "")),
+            "description": f"the interpreter the wheel was built for ({py.get('tag', '')})",
+        }
+    )
+    chain = dict(toolchain or wrec.get("toolchain") or {})
+    for c in _toolchain_components({k: chain.get(k, "") for k in ("cc", "cxx")}, "wheel-"):
+        if chain.get("detected_at"):
+            c["properties"] = _props([("detected-at", chain["detected_at"])])
+        formula_tools.append(c)
+
+    offline = wrec.get("offline") or {}
+    workflows.append(
+        {
+            "bom-ref": "workflow:wheel",
+            "uid": "sha256:" + sha,
+            "name": f"hermetic wheel {(wrec.get('project') or {}).get('name', '')} --llvm {llvm.get('prefix', '')}",
+            "taskTypes": ["build"],
+            "inputs": [
+                {"resource": {"ref": llvm_ref}},
+                {"parameters": [
+                    {"name": "project", "value": str((wrec.get("project") or {}).get("name", ""))},
+                    {"name": "llvm-prefix", "value": str(llvm.get("prefix", ""))},
+                    {"name": "llvm-version", "value": str(llvm.get("version", ""))},
+                    {"name": "build-requirements.digest", "value": str((wrec.get("build_requirements") or {}).get("digest", ""))},
+                    {"name": "recipe.digest", "value": str(wrec.get("recipe_digest", ""))},
+                ]},
+                {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(wrec.get("source_date_epoch", ""))}]
+                 + [{"name": k, "value": v} for k, v in BUILD_ENV]},
+            ],
+            "outputs": [{"type": "artifact", "resource": {"ref": "wheel"}}],
+            "properties": _props(
+                [
+                    ("offline.enforced", str(bool(offline.get("enforced"))).lower()),
+                    ("offline.method", offline.get("method")),
+                    ("offline.reason", offline.get("reason")),
+                    ("machine", wrec.get("machine")),
+                ]
+            ),
+        }
+    )
+    bom["components"] = components
+    bom["dependencies"] = deps
+    bom["formulation"] = [{"bom-ref": "formula:wheel", "components": _unique(formula_tools), "workflows": workflows}]
+    return bom
+
+
+def _unique(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    out = []
+    for c in components:
+        if c["bom-ref"] not in seen:
+            seen.add(c["bom-ref"])
+            out.append(c)
+    return out
+
+
+def dumps(bom: Mapping[str, Any]) -> bytes:
+    """Stable bytes: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(bom, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+
+# -- reading one back ------------------------------------------------------------------------------------
+
+
+def subject_sha256(bom: Mapping[str, Any]) -> str:
+    """The SHA-256 the SBOM gives its subject (metadata.component), or ''."""
+    comp = (bom.get("metadata") or {}).get("component") or {}
+    for h in comp.get("hashes") or []:
+        if h.get("alg") == "SHA-256":
+            return str(h.get("content", ""))
+    return ""
+
+
+def property_of(component: Mapping[str, Any], name: str) -> str:
+    for p in component.get("properties") or []:
+        if p.get("name") == PROP + name:
+            return str(p.get("value", ""))
+    return ""
+
+
+def find_component(bom: Mapping[str, Any], ref: str) -> dict[str, Any]:
+    for c in bom.get("components") or []:
+        if c.get("bom-ref") == ref:
+            return dict(c)
+    return {}

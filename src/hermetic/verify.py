@@ -1,0 +1,671 @@
+"""Rebuild an artifact from what was recorded about it, and compare the bits.
+
+`hermetic verify` takes an LLVM build record, an OCI image layout or a wheel,
+rebuilds it in a new directory under another umask and (necessarily) at a
+later wall-clock time, with the same SOURCE_DATE_EPOCH, and compares digests:
+pruned source, install tree, image manifest, wheel. A match is reported with
+both digests. A mismatch names the differing files (from hermetic's own
+listings) and shows what differs in them (from diffoscope, run on the two
+outputs), keeps the rebuild for inspection and exits with the verify code.
+
+What is rebuilt comes from the record: recipe (checked by digest against this
+checkout), variant and resolved options, the release archive and the pruned
+archive (by sha256). An image pulled from a registry with its attestations
+can be verified without any local record: its provenance says the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import attest, llvm, provenance, recipe, record, sources
+from .errors import HermeticError, UsageError, VerifyError
+from .oci import referrers
+from .oci.layout import Layout, spec_from_record, write_image
+from .settings import Settings
+
+Log = Callable[[str], None]
+SHOWN_FILES = 10
+DIFF_LINES = 12
+
+
+class Mismatch(VerifyError):
+    """The rebuild differs; carries the report so the CLI can print it before the error."""
+
+    def __init__(self, report: Report, what: str, why: str, fix: str) -> None:
+        super().__init__(what, why, fix)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class Comparison:
+    what: str
+    recorded: str
+    rebuilt: str
+    note: str = ""
+
+    @property
+    def matches(self) -> bool:
+        return bool(self.recorded) and self.recorded == self.rebuilt
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"what": self.what, "recorded": self.recorded, "rebuilt": self.rebuilt, "match": self.matches}
+        return out | ({"note": self.note} if self.note else {})
+
+
+@dataclass
+class Report:
+    artifact: str
+    kind: str  # "llvm", "image", "wheel"
+    rebuild_dir: Path
+    conditions: dict[str, Any] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    entries: int = 0
+    diffoscope: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    kept: bool = True
+
+    @property
+    def matches(self) -> bool:
+        return bool(self.comparisons) and all(c.matches for c in self.comparisons)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "artifact": self.artifact,
+            "kind": self.kind,
+            "match": self.matches,
+            "comparisons": [c.as_json() for c in self.comparisons],
+            "differences": self.differences,
+            "entries": self.entries,
+            "diffoscope": self.diffoscope,
+            "conditions": self.conditions,
+            "rebuild_dir": str(self.rebuild_dir) if self.kept else None,
+            "seconds": round(self.seconds, 1),
+        }
+
+    def render(self) -> str:
+        c = self.conditions
+        lines = [f"verify: {self.kind} {self.artifact}"]
+        lines.append(
+            f"  rebuilt in {c.get('rebuild_dir')} (the original: {c.get('original_dir') or 'not on this machine'})"
+        )
+        lines.append(
+            f"  umask {c.get('umask')} (was {c.get('original_umask')}), rebuild started {c.get('rebuild_started')} "
+            f"(original finished {c.get('original_finished') or 'unknown'}), SOURCE_DATE_EPOCH {c.get('source_date_epoch')}"
+        )
+        width = max((len(x.what) for x in self.comparisons), default=0)
+        for x in self.comparisons:
+            state = "match" if x.matches else "DIFFERS"
+            note = f"  ({x.note})" if x.note else ""
+            lines.append(f"  {x.what:<{width}}  recorded {x.recorded or '-'}")
+            lines.append(f"  {'':<{width}}  rebuilt  {x.rebuilt or '-'}  {state}{note}")
+        if self.differences:
+            lines.append(f"  differing files ({len(self.differences)} of {self.entries} entries):")
+            lines += [f"    {d}" for d in self.differences[:SHOWN_FILES]]
+            if len(self.differences) > SHOWN_FILES:
+                lines.append(f"    … {len(self.differences) - SHOWN_FILES} more")
+        d = self.diffoscope
+        if d:
+            if d.get("ran"):
+                lines.append(f"  diffoscope: {d.get('summary')} (full report: {d.get('report')})")
+                for item in d.get("files", [])[:SHOWN_FILES]:
+                    lines.append(f"    ── {item['path']}")
+                    lines += [f"       {t}" for t in item.get("diff", "").splitlines()[:DIFF_LINES]]
+            else:
+                lines.append(f"  diffoscope: not run: {d.get('why')}")
+        if self.matches:
+            lines.append(f"verify: OK, the rebuild is bit-for-bit identical ({self.seconds:.0f}s)")
+        else:
+            lines.append(f"verify: MISMATCH ({self.seconds:.0f}s); the rebuild is kept in {self.rebuild_dir}")
+        return "\n".join(lines)
+
+
+# -- conditions of the rebuild -------------------------------------------------------------------------------
+
+
+def other_umask(current: int) -> int:
+    return 0o027 if current != 0o027 else 0o077
+
+
+@contextlib.contextmanager
+def rebuild_conditions(report: Report) -> Iterator[None]:
+    """Another umask for the rebuild (sandbox.run still gives build steps 022); restored afterwards."""
+    old = os.umask(0o022)
+    new = other_umask(old)
+    os.umask(new)
+    report.conditions.update(
+        {
+            "umask": f"{new:04o}",
+            "original_umask": f"{old:04o}",
+            "rebuild_started": provenance.iso(time.time()),
+            "rebuild_dir": str(report.rebuild_dir),
+        }
+    )
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def default_rebuild_dir(settings: Settings, name: str) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return settings.work_dir / "verify" / f"{name}-{stamp}-{os.getpid()}"
+
+
+def _fresh_dir(path: Path, avoid: list[Path]) -> Path:
+    path = path.absolute()
+    for other in avoid:
+        o = other.absolute()
+        if path == o or o in path.parents or path in o.parents:
+            raise UsageError(
+                f"the rebuild directory {path} overlaps the original {o}",
+                "a rebuild must happen somewhere else to show that the location does not matter",
+                "pass another --rebuild-dir",
+            )
+    if path.exists() and any(path.iterdir()):
+        raise UsageError(f"{path} exists and is not empty", "", "pass a new --rebuild-dir")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# -- LLVM: from a record (or a provenance that says the same) -----------------------------------------------
+
+
+def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """A record-shaped description of the LLVM build behind an image, from its SLSA provenance."""
+    problems = provenance.check_statement(statement)
+    if problems:
+        raise VerifyError("the image's provenance is malformed", "; ".join(problems), "attest the image again")
+    bd = statement["predicate"]["buildDefinition"]
+    ext, internal = bd["externalParameters"], bd.get("internalParameters") or {}
+    deps = bd.get("resolvedDependencies") or []
+    role = {str((d.get("annotations") or {}).get("role", "")): d for d in deps}
+    sources_ = [
+        {"file": d["name"], "sha256": d["digest"]["sha256"], "origin": (d.get("annotations") or {}).get("origin", "")}
+        for d in deps
+        if (d.get("annotations") or {}).get("role") == "release-source"
+    ]
+    pruned = role.get("pruned-source")
+    return {
+        "recipe": {
+            "name": ext["recipe"].get("name", "llvm"),
+            "version": ext["recipe"].get("version", ""),
+            "digest": (ext["recipe"].get("digest") or {}).get(provenance.RECIPE_DIGEST, ""),
+        },
+        "variant": ext["variant"],
+        "options": dict(ext.get("options") or {}),
+        "sources": sources_,
+        "pruned": (
+            {"file": pruned["name"], "sha256": pruned["digest"]["sha256"],
+             "key": (pruned.get("annotations") or {}).get("pruneKey", "")}
+            if pruned else None
+        ),
+        "source_date_epoch": internal.get("sourceDateEpoch"),
+        "inputs_digest": internal.get("inputsDigest", ""),
+        "tree": {"digest": labels.get(attest.LABEL + "tree.digest", "")},
+        "prefix": labels.get(attest.LABEL + "prefix", ""),
+        "finished": (statement["predicate"].get("runDetails") or {}).get("metadata", {}).get("finishedOn"),
+    }
+
+
+def _release_archive(settings: Settings, rec: recipe.Recipe, want: Mapping[str, Any], log: Log) -> sources.CachedArchive:
+    """The very release archive the record names (either accepted archive would do for a build, not for a prune)."""
+    for a in rec.archives:
+        if a.sha256 == want.get("sha256"):
+            p = sources.cache_path(settings.cache_dir, a)
+            if p.is_file():
+                return sources.CachedArchive(a, p, str(want.get("origin", "cache")))
+    got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
+    if want.get("sha256") and got.archive.sha256 != want.get("sha256"):
+        log(f"verify: {want.get('file')} is not available; pruning {got.archive.file} instead")
+    return got
+
+
+def _rebuild_llvm(
+    settings: Settings, spec: Mapping[str, Any], root: Path, report: Report, reuse_pruned: bool, log: Log
+) -> dict[str, Any]:
+    """Rebuild the install tree described by `spec` (a record) under root; returns the new record."""
+    from . import pipeline
+
+    rec = recipe.load(settings.recipes_dir)
+    want_recipe = str((spec.get("recipe") or {}).get("digest", ""))
+    if want_recipe != rec.digest():
+        raise VerifyError(
+            "the recipe in this checkout is not the one the artifact was built with",
+            f"recipe digest {rec.digest()} here, {want_recipe or 'none'} recorded",
+            "check out the commit the artifact was built from (or pass --root of such a checkout), then verify again",
+        )
+    epoch = spec.get("source_date_epoch")
+    if epoch is not None and int(epoch) != rec.source_date_epoch:
+        raise VerifyError("SOURCE_DATE_EPOCH differs", f"{rec.source_date_epoch} here, {epoch} recorded", "")
+    report.conditions["source_date_epoch"] = rec.source_date_epoch
+    variant = recipe.resolve_variant(rec, str(spec["variant"]), {str(k): str(v) for k, v in (spec.get("options") or {}).items()})
+    wanted_sources = list(spec.get("sources") or [])
+    pruned = spec.get("pruned") or None
+
+    if pruned:
+        src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else {}, log)
+        cached = pipeline.pruned_path(settings, rec, src.archive, variant)
+        if reuse_pruned and cached.is_file() and sources.sha256_of(cached) == pruned.get("sha256"):
+            path, note = cached, "reused from the cache (--reuse-pruned), sha256 checked"
+        else:
+            path = root / "source" / str(pruned.get("file") or cached.name)
+            log(f"verify: pruning {src.archive.file} again")
+            sources.prune(src, variant, rec.version, path, rec.source_date_epoch, log)
+            note = f"pruned again from {src.archive.file}"
+        digest = sources.sha256_of(path)
+        report.comparisons.append(Comparison("pruned source", "sha256:" + str(pruned.get("sha256", "")), "sha256:" + digest, note))
+        if digest != pruned.get("sha256"):
+            raise _mismatch(report, settings, Path(str(pruned.get("path", ""))), path, log)
+        meta = {"file": path.name, "path": str(path), "sha256": digest, "size": path.stat().st_size,
+                "key": sources.prune_key(src.archive, variant), "from": src.as_json(), "variant": variant.name}
+        inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta)
+    else:
+        archive = spec.get("source_archive") or (wanted_sources[0] if wanted_sources else {})
+        src = _release_archive(settings, rec, archive, log)
+        inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None)
+
+    want_inputs = str(spec.get("inputs_digest") or "")
+    if want_inputs and inputs.digest() != want_inputs:
+        raise VerifyError(
+            "the build inputs differ from the recorded ones",
+            f"inputs digest {inputs.digest()} now, {want_inputs} recorded (recipe, variant and source match: "
+            "toolchain/ must have changed)",
+            "check out the commit the artifact was built from, then verify again",
+        )
+    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
+    new = llvm.build(rebuilt_settings, inputs, log)
+    report.comparisons.append(
+        Comparison("install tree", str((spec.get("tree") or {}).get("digest", "")), str(new["tree"]["digest"]))
+    )
+    return new
+
+
+def _llvm_differences(spec: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str], int]:
+    old_files = (spec.get("tree") or {}).get("files") or []
+    new_files = new["tree"]["files"]
+    if not old_files:
+        return [], len(new_files)
+    diffs = record.compare_trees(
+        [record.TreeEntry.from_json(f) for f in old_files], [record.TreeEntry.from_json(f) for f in new_files]
+    )
+    return diffs, max(len(old_files), len(new_files))
+
+
+def verify_llvm(settings: Settings, record_path: Path, report: Report, reuse_pruned: bool, log: Log) -> None:
+    spec = record.load_record(record_path)
+    report.conditions["original_dir"] = str(spec.get("install_root", ""))
+    report.conditions["original_finished"] = provenance.iso(record_path.stat().st_mtime)
+    root = _fresh_dir(report.rebuild_dir, [Path(str(spec.get("install_root", ""))).parent])
+    with rebuild_conditions(report):
+        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
+    if not report.matches:
+        report.differences, report.entries = _llvm_differences(spec, new)
+        raise _mismatch(report, settings, Path(str(spec.get("install_root", ""))), Path(new["install_root"]), log)
+    report.entries = len(new["tree"]["files"])
+
+
+# -- images --------------------------------------------------------------------------------------------------
+
+
+def _image_spec(settings: Settings, layout: Layout, facts: Any, record_arg: Path | None) -> tuple[dict[str, Any], str]:
+    """What the image was built from: its record (given, or in the work dir), else its own provenance."""
+    if record_arg is not None:
+        return record.load_record(record_arg), str(record_arg)
+    try:
+        path = attest.record_for_image(facts, settings.work_dir)
+        return record.load_record(path), str(path)
+    except UsageError as no_record:
+        why = no_record.why
+    found = referrers.referrers(layout, subject=facts.manifest_digest, artifact_type=provenance.MEDIA_TYPE)
+    if not found:
+        raise UsageError(
+            f"nothing says what {facts.name} was built from",
+            f"{why}, and the layout holds no provenance",
+            "pass --record PATH, or pull the image with --with-attestations",
+        )
+    statement = json.loads(found[0].read())
+    if facts.manifest_digest.removeprefix("sha256:") not in provenance.subject_sha256s(statement):
+        raise VerifyError(
+            f"the provenance in {layout.path} is not about {facts.manifest_digest}",
+            f"its subjects: {provenance.subject_sha256s(statement)}",
+            "pull the image and its attestations again",
+        )
+    return _llvm_spec_from_provenance(statement, facts.labels), f"provenance {found[0].digest}"
+
+
+def verify_image(
+    settings: Settings, layout_path: Path, report: Report, record_arg: Path | None, reuse_pruned: bool,
+    arch: str | None, log: Log,
+) -> None:
+    layout = Layout(layout_path)
+    layout.verify()
+    facts, _ = attest.image_facts(layout, arch)
+    spec, source = _image_spec(settings, layout, facts, record_arg)
+    report.artifact = f"{facts.name} ({layout_path}; built from {source})"
+    want_tree = facts.labels.get(attest.LABEL + "tree.digest", "")
+    if (spec.get("tree") or {}).get("digest") != want_tree:
+        raise VerifyError(
+            f"{source} is not the build of {facts.name}",
+            f"it records tree {(spec.get('tree') or {}).get('digest')}, the image's label says {want_tree}",
+            "pass the record.json the image was written from",
+        )
+    report.conditions["original_dir"] = str(layout_path.absolute())
+    finished = spec.get("finished")
+    report.conditions["original_finished"] = finished or provenance.iso((layout_path / "index.json").stat().st_mtime)
+    avoid = [layout_path, *([Path(str(spec["install_root"])).parent] if spec.get("install_root") else [])]
+    root = _fresh_dir(report.rebuild_dir, avoid)
+    compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
+    with rebuild_conditions(report):
+        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
+        new_record = root / "work" / "llvm" / str(new["variant"]) / "record.json"
+        image = write_image(spec_from_record(new_record, arch=facts.arch), root / "image" / facts.name, compression)
+    report.comparisons.append(Comparison("image manifest", facts.manifest_digest, image.manifest.digest))
+    report.entries = len(new["tree"]["files"])
+    if not report.matches:
+        tree_diffs, _ = _llvm_differences(spec, new)
+        compare = _stage_image_pair(layout, facts, Layout(image.layout), root / "compare")
+        report.differences = tree_diffs or _listing_differences(
+            _layer_listing(compare[0] / "layer.tar.gz"), _layer_listing(compare[1] / "layer.tar.gz")
+        ) or _json_differences(compare)
+        raise _mismatch(report, settings, compare[0], compare[1], log)
+
+
+def _stage_image_pair(old: Layout, facts: Any, new: Layout, where: Path) -> tuple[Path, Path]:
+    """The manifest, config and layer of both images under readable names, for diffoscope."""
+    new_facts, _ = attest.image_facts(new, facts.arch)
+    out = []
+    for label, layout, f in (("original", old, facts), ("rebuilt", new, new_facts)):
+        d = where / label
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(layout.blob_path(f.manifest_digest), d / "manifest.json")
+        shutil.copyfile(layout.blob_path(f.config_digest), d / "config.json")
+        for i, (_, digest, _) in enumerate(f.layers):
+            shutil.copyfile(layout.blob_path(digest), d / ("layer.tar.gz" if i == 0 else f"layer{i}.tar.gz"))
+        out.append(d)
+    return out[0], out[1]
+
+
+def _layer_listing(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    with tarfile.open(path, "r:*") as tar:
+        for info in tar:
+            digest = ""
+            if info.isfile():
+                f = tar.extractfile(info)
+                digest = hashlib.sha256(f.read() if f else b"").hexdigest()
+            out[info.name] = (
+                f"type={info.type!r} mode={info.mode:04o} uid={info.uid} gid={info.gid} mtime={info.mtime} "
+                f"size={info.size} link={info.linkname} sha256={digest}"
+            )
+    return out
+
+
+def _zip_listing(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            digest = hashlib.sha256(z.read(info)).hexdigest()
+            out[info.filename] = (
+                f"date={info.date_time} mode={info.external_attr >> 16:o} compress={info.compress_type} sha256={digest}"
+            )
+        order = [i.filename for i in z.infolist()]
+    out["(entry order)"] = hashlib.sha256("\n".join(order).encode()).hexdigest()
+    return out
+
+
+def _listing_differences(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    diffs = []
+    for name in sorted(old.keys() | new.keys()):
+        a, b = old.get(name), new.get(name)
+        if a is None:
+            diffs.append(f"unexpected: {name}")
+        elif b is None:
+            diffs.append(f"missing: {name}")
+        elif a != b:
+            fa, fb = dict(x.split("=", 1) for x in a.split(" ") if "=" in x), dict(x.split("=", 1) for x in b.split(" ") if "=" in x)
+            what = [k for k in fa if fa.get(k) != fb.get(k)] or ["value"]
+            diffs.append(f"differs ({', '.join(what)}): {name}")
+    return diffs
+
+
+def _json_differences(pair: tuple[Path, Path]) -> list[str]:
+    out = []
+    for name in ("config.json", "manifest.json"):
+        a, b = (pair[0] / name).read_bytes(), (pair[1] / name).read_bytes()
+        if a != b:
+            out.append(f"differs (content): {name}")
+    return out
+
+
+# -- wheels --------------------------------------------------------------------------------------------------
+
+
+def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> None:
+    from . import wheel
+
+    art = attest.find_wheel(path)
+    wrec = art.record
+    report.artifact = f"{art.wheel.name} ({art.record_path})"
+    report.conditions["original_dir"] = str(art.wheel.parent)
+    report.conditions["original_finished"] = provenance.iso(art.record_path.stat().st_mtime)
+    report.conditions["source_date_epoch"] = wrec.get("source_date_epoch")
+    project = Path(str((wrec.get("project") or {}).get("path", "")))
+    prefix = Path(str((wrec.get("llvm") or {}).get("prefix", "")))
+    wheelhouse = Path(str(wrec["wheelhouse"])) if wrec.get("wheelhouse") and Path(str(wrec["wheelhouse"])).is_dir() else None
+    root = _fresh_dir(report.rebuild_dir, [art.wheel.parent])
+    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
+    with rebuild_conditions(report):
+        job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse)
+        checks = [
+            ("build requirements", job.requirements.digest(), (wrec.get("build_requirements") or {}).get("digest")),
+            ("compiler recipe", job.recipe.digest(), wrec.get("recipe_digest")),
+            ("SOURCE_DATE_EPOCH", str(job.epoch), str(wrec.get("source_date_epoch"))),
+            ("LLVM version", job.llvm.version, (wrec.get("llvm") or {}).get("version")),
+        ]
+        changed = [f"{what}: {now} now, {then} recorded" for what, now, then in checks if now != then]
+        if changed:
+            raise VerifyError(
+                f"the inputs of {art.wheel.name} changed since it was built",
+                "; ".join(changed),
+                "check out the commit (and LLVM) the wheel was built with, then verify again",
+            )
+        new = wheel.build_wheel(rebuilt_settings, job, log)
+    report.comparisons.append(Comparison("wheel", "sha256:" + str(wrec.get("sha256", "")), "sha256:" + str(new["sha256"])))
+    rebuilt = root / "dist" / str(new["wheel"])
+    if report.matches:
+        report.entries = len(_zip_listing(rebuilt)) - 1
+        return
+    old_listing = _zip_listing(art.wheel) if art.wheel.is_file() else {}
+    new_listing = _zip_listing(rebuilt)
+    report.entries = max(len(old_listing), len(new_listing)) - 1
+    report.differences = _listing_differences(old_listing, new_listing) if old_listing else []
+    if new["wheel"] != wrec.get("wheel"):
+        report.differences.insert(0, f"file name: {wrec.get('wheel')} recorded, {new['wheel']} rebuilt")
+    raise _mismatch(report, settings, art.wheel, rebuilt, log)
+
+
+# -- diffoscope ----------------------------------------------------------------------------------------------
+
+
+def run_diffoscope(old: Path, new: Path, out_dir: Path, timeout: float = 900) -> dict[str, Any]:
+    """diffoscope on two outputs: a text report, a JSON report, and the first differing files with their diffs."""
+    exe = shutil.which("diffoscope")
+    if exe is None:
+        return {"ran": False, "why": "diffoscope is not installed (apt-get install --no-install-recommends diffoscope-minimal)"}
+    if not old.exists():
+        return {"ran": False, "why": f"the original {old} is not on this machine; compare the listings above"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text, js = out_dir / "diffoscope.txt", out_dir / "diffoscope.json"
+    argv = [exe, "--no-progress", "--exclude-directory-metadata=yes", "--text", str(text), "--json", str(js), str(old), str(new)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
+    except subprocess.TimeoutExpired:
+        return {"ran": False, "why": f"diffoscope took longer than {timeout:.0f}s", "command": argv}
+    if proc.returncode not in (0, 1):
+        return {"ran": False, "why": f"diffoscope failed ({proc.returncode}): {proc.stderr.strip()[-500:]}"}
+    files: list[dict[str, str]] = []
+    if js.is_file() and js.stat().st_size:
+        _leaves(json.loads(js.read_text()), None, files, str(old), str(new))
+    summary = (
+        "no differences in content" if proc.returncode == 0
+        else f"{len(files)} differing item(s)"
+    )
+    return {"ran": True, "exit": proc.returncode, "report": str(text), "json": str(js), "summary": summary, "files": files}
+
+
+def _relative(name: str, roots: tuple[str, str]) -> str:
+    for r in roots:
+        if name == r:
+            return Path(r).name
+        if name.startswith(r.rstrip("/") + "/"):
+            return name[len(r.rstrip("/")) + 1:]
+    return name
+
+
+def _leaves(node: Mapping[str, Any], chain: list[str] | None, out: list[dict[str, str]], *roots: str) -> None:
+    """Differing leaves of diffoscope's JSON tree as `outer ▸ inner` paths relative to the two outputs."""
+    name = _relative(str(node.get("source2") or node.get("source1") or ""), (roots[0], roots[1]))
+    if chain is None:
+        here: list[str] = []  # the two outputs themselves
+    elif chain and name.startswith(chain[-1].rstrip("/") + "/"):
+        here = [*chain[:-1], name]  # a path below the previous one: same container
+    else:
+        here = [*chain, name]
+    details = node.get("details") or []
+    if node.get("unified_diff") or (not details and node.get("comments")):
+        text = node.get("unified_diff") or "\n".join(node.get("comments") or [])
+        out.append({"path": " ▸ ".join(p for p in here if p) or name, "diff": str(text)})
+    for child in details:
+        _leaves(child, here, out, *roots)
+
+
+def _mismatch(report: Report, settings: Settings, old: Path, new: Path, log: Log) -> Mismatch:
+    log("verify: outputs differ; running diffoscope")
+    report.diffoscope = run_diffoscope(old, new, report.rebuild_dir / "diffoscope")
+    differing = [c for c in report.comparisons if not c.matches]
+    first = report.differences[0] if report.differences else ""
+    return Mismatch(
+        report,
+        f"the rebuild of {report.artifact} differs: {', '.join(c.what for c in differing)}",
+        f"{len(report.differences)} differing entr{'y' if len(report.differences) == 1 else 'ies'}"
+        + (f", the first: {first}" if first else ""),
+        f"the build is not reproducible; read the diffoscope report; the rebuild is kept in {report.rebuild_dir}",
+    )
+
+
+# -- entry point ---------------------------------------------------------------------------------------------
+
+
+def kind_of(path: Path) -> tuple[str, Path]:
+    if attest.is_layout(path):
+        return "image", path
+    if path.suffix == ".whl" or path.name == attest.WHEEL_RECORD or (path / attest.WHEEL_RECORD).is_file():
+        return "wheel", path
+    if path.is_dir() and (path / "record.json").is_file():
+        return "llvm", path / "record.json"
+    if path.is_file() and path.suffix == ".json":
+        return "llvm", path
+    raise UsageError(
+        f"cannot verify {path}",
+        "hermetic verifies LLVM build records (record.json), OCI image layouts and wheels (with wheel-record.json)",
+        "pass one of those",
+    )
+
+
+def verify(
+    settings: Settings,
+    artifact: Path,
+    *,
+    record_path: Path | None = None,
+    rebuild_dir: Path | None = None,
+    keep: bool = False,
+    reuse_pruned: bool = False,
+    arch: str | None = None,
+    log: Log = lambda m: print(m, file=sys.stderr),
+) -> Report:
+    """Rebuild and compare; returns the report on a match, raises VerifyError (with `.report`) on a mismatch."""
+    kind, path = kind_of(artifact)
+    if not path.exists():
+        raise UsageError(f"{path} does not exist", "", "")
+    report = Report(str(path), kind, (rebuild_dir or default_rebuild_dir(settings, kind)).absolute())
+    started = time.monotonic()
+    try:
+        if kind == "llvm":
+            verify_llvm(settings, path, report, reuse_pruned, log)
+        elif kind == "image":
+            verify_image(settings, path, report, record_path, reuse_pruned, arch, log)
+        else:
+            verify_wheel(settings, path, report, log)
+    except HermeticError as exc:
+        report.seconds = time.monotonic() - started
+        if isinstance(exc, Mismatch):
+            raise
+        if report.rebuild_dir.is_dir() and not keep and not report.comparisons:
+            shutil.rmtree(report.rebuild_dir, ignore_errors=True)
+        raise
+    report.seconds = time.monotonic() - started
+    if report.matches and not keep:
+        shutil.rmtree(report.rebuild_dir, ignore_errors=True)
+        report.kept = False
+    return report
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from .pipeline import stderr_log
+
+    if shutil.which("diffoscope") is None and not settings.quiet:
+        print("verify: diffoscope is not installed; a mismatch will be reported without a content diff", file=sys.stderr)
+    try:
+        report = verify(
+            settings,
+            Path(args.artifact),
+            record_path=Path(args.record) if args.record else None,
+            rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
+            keep=args.keep,
+            reuse_pruned=args.reuse_pruned,
+            arch=args.arch,
+            log=stderr_log(settings.quiet),
+        )
+    except Mismatch as exc:
+        print(json.dumps(exc.report.as_json(), indent=2) if args.json else exc.report.render())
+        sys.stdout.flush()
+        raise
+    print(json.dumps(report.as_json(), indent=2) if args.json else report.render())
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "verify", parents=[common],
+        help="rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
+    )
+    p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout, a .whl or wheel-record.json")
+    p.add_argument("--record", help="for an image: the record.json it was written from (default: found in WORK_DIR, else its provenance)")
+    p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
+    p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")
+    p.add_argument("--reuse-pruned", action="store_true", help="take the pruned source from the cache (sha256 checked) instead of pruning again")
+    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_verify)
+

@@ -1,0 +1,129 @@
+"""`hermetic verify` on the real `support` build: a clean rebuild matches, an injected timestamp is caught.
+
+The match: the support image is pushed with its attestations, pulled into a
+fresh layout, and verified from that layout alone (the provenance says what
+to rebuild): pruned source, install tree and image manifest digests must all
+match, rebuilt in another directory under another umask, later.
+
+The mismatch: a `cmake` earlier on PATH runs the real one and then appends the
+wall clock to an installed header, a non-reproducible tool of the kind verify
+exists to catch. Nothing in hermetic knows about it; verify must name the file
+and show the line through diffoscope.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import hermetic
+from hermetic.oci.layout import Layout, pick_root
+
+pytestmark = pytest.mark.integration
+
+JOBS = str(os.cpu_count() or 2)
+HEADER = "usr/lib64/llvm-support-19.1.7/include/llvm/Config/llvm-config.h"
+MARK = "hermetic-test-nondeterminism"
+
+
+def test_verify_rebuilds_the_pulled_image_from_its_provenance(
+    support_install: Path, registry: Any, source_cache: Path, tmp_path: Path
+) -> None:
+    layout = tmp_path / "image"
+    hermetic("image", "llvm", "--record", str(support_install), "--output", str(layout))
+    digest = pick_root(Layout(layout)).digest
+    ref = f"{registry.host}/verify/llvm-support-19.1.7:19.1.7"
+    hermetic("push", str(layout), ref, "--insecure")
+    pulled = tmp_path / "pulled"
+    hermetic("pull", ref, "--layout", str(pulled), "--insecure", "--with-attestations")
+
+    rebuild = tmp_path / "elsewhere" / "rebuild"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # a work dir that holds no record: what to rebuild can only come from the pulled provenance
+    proc = hermetic(
+        "verify", str(pulled), "--work-dir", str(tmp_path / "empty-work"), "--cache", str(source_cache),
+        "--rebuild-dir", str(rebuild), "--keep", "--json", "--jobs", JOBS, "--offline", "require", cwd=cwd,
+    )
+    report = json.loads(proc.stdout)
+    print(f"\nverify {report['seconds']}s: " + ", ".join(f"{c['what']} {c['rebuilt']}" for c in report["comparisons"]))
+    assert report["match"] is True and report["kind"] == "image"
+    assert "built from provenance sha256:" in report["artifact"]
+    got = {c["what"]: c for c in report["comparisons"]}
+    assert set(got) == {"pruned source", "install tree", "image manifest"}
+    rec = json.loads(support_install.read_text())
+    assert got["pruned source"]["recorded"] == got["pruned source"]["rebuilt"] == "sha256:" + rec["pruned"]["sha256"]
+    assert got["pruned source"]["note"].startswith("pruned again from")
+    assert got["install tree"]["recorded"] == got["install tree"]["rebuilt"] == rec["tree"]["digest"]
+    assert got["image manifest"]["recorded"] == got["image manifest"]["rebuilt"] == digest
+    cond = report["conditions"]
+    assert cond["umask"] != cond["original_umask"]
+    assert cond["source_date_epoch"] == rec["source_date_epoch"]
+    assert cond["rebuild_started"] > cond["original_finished"]
+    rebuilt = json.loads((rebuild / "work" / "llvm" / "support" / "record.json").read_text())
+    assert rebuilt["install_root"] != rec["install_root"] and rebuilt["install_root"].startswith(str(rebuild))
+    assert rebuilt["offline"]["enforced"] is True
+
+
+def _nondeterministic_cmake(bin_dir: Path) -> Path:
+    real = shutil.which("cmake")
+    assert real, "cmake is not installed"
+    bin_dir.mkdir(parents=True)
+    wrapper = bin_dir / "cmake"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"{real!s} \"$@\"\n"
+        "rc=$?\n"
+        'case " $* " in\n'
+        '  *" install-distribution "*)\n'
+        '    if [ "$rc" -eq 0 ] && [ -n "$DESTDIR" ]; then\n'
+        '      for h in "$DESTDIR"/usr/lib64/llvm-*/include/llvm/Config/llvm-config.h; do\n'
+        f"        printf '/* {MARK}: installed at %s */\\n' \"$(date +%s.%N)\" >> \"$h\"\n"
+        "      done\n"
+        "    fi;;\n"
+        "esac\n"
+        'exit "$rc"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return bin_dir
+
+
+def test_verify_catches_a_timestamp_in_an_installed_file(support_install: Path, source_cache: Path, tmp_path: Path) -> None:
+    bin_dir = _nondeterministic_cmake(tmp_path / "bin")
+    rebuild = tmp_path / "rebuild"
+    proc = hermetic(
+        "verify", str(support_install), "--cache", str(source_cache), "--rebuild-dir", str(rebuild),
+        "--reuse-pruned", "--jobs", JOBS,
+        # the interpreter's own bin dir next: Conan is then run as is, not through a launcher (pyenv's
+        # shims) that would put the real cmake's directory ahead of ours
+        env={"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])},
+        check=False,
+    )
+    out, err = proc.stdout, proc.stderr
+    print(out[-3000:])
+    assert proc.returncode == 8, (proc.returncode, out, err)
+    assert "Traceback" not in err
+    assert "error: the rebuild of" in err and "install tree" in err
+    rec = json.loads(support_install.read_text())
+    # both digests, and which one is which
+    assert f"recorded {rec['tree']['digest']}" in out
+    rebuilt = json.loads((rebuild / "work" / "llvm" / "support" / "record.json").read_text())
+    assert rebuilt["tree"]["digest"] != rec["tree"]["digest"]
+    assert f"rebuilt  {rebuilt['tree']['digest']}  DIFFERS" in out
+    # the differing file is named, alone
+    assert "differing files (1 of" in out
+    assert f"differs (size, sha256): {HEADER}" in out
+    # and diffoscope shows what differs in it
+    assert "diffoscope: " in out and f"── {HEADER}" in out
+    assert MARK in out
+    report = (rebuild / "diffoscope" / "diffoscope.txt").read_text()
+    assert HEADER in report and MARK in report
+    assert (Path(rebuilt["install_root"]) / HEADER).read_text().count(MARK) == 1
+    assert MARK not in (Path(rec["install_root"]) / HEADER).read_text()

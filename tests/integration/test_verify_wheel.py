@@ -1,0 +1,85 @@
+"""The compiler-core wheel against LLVM 19 (Debian's llvm-19-dev in CI): attested, inspected, verified.
+
+The wheel is built once from a snapshot of src/compiler (others may edit the
+checkout meanwhile); `hermetic verify` rebuilds it from its wheel-record.json
+in another work dir under another umask and must get the same sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import ROOT, hermetic
+from hermetic import provenance, sbom
+from schemas import cyclonedx
+
+pytestmark = pytest.mark.integration
+
+PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
+JOBS = os.environ.get("HERMETIC_TEST_JOBS", "2")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> dict[str, Any]:
+    if not (PREFIX / "lib" / "cmake" / "llvm" / "LLVMConfig.cmake").is_file():
+        pytest.fail(f"no LLVM 19 at {PREFIX}: apt-get install llvm-19-dev or set HERMETIC_TEST_LLVM_PREFIX")
+    hermetic("wheelhouse", "--cache", str(source_cache))
+    base = tmp_path_factory.mktemp("verify-wheel")
+    project = base / "src" / "compiler"
+    shutil.copytree(ROOT / "src" / "compiler", project, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
+    proc = hermetic(
+        "wheel", str(project), "--llvm", str(PREFIX), "--cache", str(source_cache), "--work-dir", str(base / "work"),
+        "--output", str(base / "dist"), "--jobs", JOBS, "--offline", "auto", "--quiet",
+    )
+    printed = json.loads(proc.stdout)
+    return {"wheel": Path(printed["path"]), "record": json.loads((base / "dist" / "wheel-record.json").read_text()),
+            "base": base}
+
+
+def test_wheel_attestations(built: dict[str, Any]) -> None:
+    wheel: Path = built["wheel"]
+    out = hermetic("attest", str(wheel)).stdout.split()
+    assert out == [f"{wheel}.cdx.json", f"{wheel}.intoto.json"]
+    bom = json.loads(Path(out[0]).read_text())
+    assert cyclonedx.errors(bom) == []
+    assert sbom.subject_sha256(bom) == built["record"]["sha256"]
+    tools = {c["name"]: c.get("version") for c in bom["formulation"][0]["components"]}
+    pinned = {p["name"]: p["version"] for p in built["record"]["build_requirements"]["pinned"]}
+    for name in ("scikit-build-core", "nanobind", "cmake", "ninja"):
+        assert tools[name] == pinned[name]
+    assert tools["cpython"] == built["record"]["python"]["version"]
+    assert tools.get("cxx") and tools["cxx"][0].isdigit()
+    llvm = sbom.find_component(bom, "llvm-tree")
+    assert llvm["licenses"] == [{"expression": "Apache-2.0 WITH LLVM-exception"}]
+    if str(PREFIX) == "/usr/lib/llvm-19":
+        assert llvm["purl"].startswith("pkg:deb/debian/llvm-19-dev@")
+    st = json.loads(Path(out[1]).read_text())
+    assert provenance.check_statement(st) == []
+    assert provenance.subject_sha256s(st) == [built["record"]["sha256"]]
+    assert st["predicate"]["buildDefinition"]["internalParameters"]["offline"] == {
+        k: built["record"]["offline"][k] for k in ("enforced", "method", "reason")
+    }
+    report = json.loads(hermetic("inspect", str(wheel), "--json").stdout)
+    assert report["artifact"]["record_matches"] is True
+    assert {v["status"] for v in report["attestations"].values()} == {"matches"}
+
+
+def test_verify_rebuilds_the_wheel_bit_for_bit(built: dict[str, Any], source_cache: Path, tmp_path: Path) -> None:
+    rebuild = tmp_path / "another" / "place"
+    proc = hermetic(
+        "verify", str(built["wheel"]), "--cache", str(source_cache), "--rebuild-dir", str(rebuild),
+        "--jobs", JOBS, "--offline", "auto",
+    )
+    out = proc.stdout
+    print("\n" + out)
+    digest = "sha256:" + built["record"]["sha256"]
+    assert f"recorded {digest}" in out
+    assert f"rebuilt  {digest}  match" in out
+    assert "verify: OK, the rebuild is bit-for-bit identical" in out
+    assert not rebuild.exists(), "a matching rebuild is removed unless --keep"

@@ -6,6 +6,7 @@ here diffoscope (Debian's diffoscope-minimal) runs on small outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import zipfile
@@ -108,3 +109,18 @@ def test_report_rendering(tmp_path: Path) -> None:
     text = r.render()
     assert "DIFFERS" in text and "differing files (1 of 3 entries)" in text and "── usr/x.h" in text
     assert "+b" in text and "MISMATCH" in text and r.as_json()["match"] is False
+
+
+def test_an_image_is_rebuilt_from_its_record_else_from_its_provenance(tmp_path: Path) -> None:
+    rec_path = fake_llvm_build(tmp_path / "w")  # lies at WORK_DIR/llvm/support/record.json for work dir tmp/w
+    layout = fake_image(rec_path, tmp_path / "image")
+    facts, _ = attest.image_facts(Layout(layout))
+    with_record = dataclasses.replace(settings(tmp_path), work_dir=tmp_path / "w")
+    spec, source = verify._image_spec(with_record, Layout(layout), facts, None)
+    assert source == str(rec_path) and spec["tree"]["files"]
+    empty = settings(tmp_path / "elsewhere")
+    proc = hermetic("verify", str(layout), "--work-dir", str(tmp_path / "elsewhere"), check=False)
+    assert proc.returncode == 2 and "nothing says what" in proc.stderr and "--with-attestations" in proc.stderr
+    attest.attest_image(settings(tmp_path), layout, rec_path)
+    spec, source = verify._image_spec(empty, Layout(layout), facts, None)
+    assert source.startswith("provenance sha256:") and spec["variant"] == "support"

@@ -179,6 +179,8 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         "toolchain": toolchain_versions(env),
         "jobs": settings.jobs,
         "wall_time_s": round(wall, 1),
+        "started": iso_time(started),
+        "finished": iso_time(started + wall),
         "build_commands": commands,
         "test_package": {
             "ran": True,
@@ -199,6 +201,10 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         f"({rec['tree']['size'] / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
     )
     return rec
+
+
+def iso_time(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _package_ids(listing: str, version: str) -> list[str]:

@@ -147,7 +147,7 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
             inputs.digest(),
             False,
             f"OCI layout under {image_dir}",
-            lambda: _image(record_json, image_dir, log),
+            lambda: _image(settings, record_json, image_dir, log),
         ),
         Step(
             "wheel src/compiler",
@@ -167,18 +167,25 @@ def _wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
     from . import wheel
 
     # Planned at run time: the LLVM prefix it checks exists only once the build step ran.
+    from .attest import attest_wheel
+
     job = wheel.plan(settings, None, llvm_prefix, None, None)
-    wheel.build_wheel(settings, job, log)
+    rec = wheel.build_wheel(settings, job, log)
+    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
 
 
-def _image(record_json: Path, image_dir: Path, log: Log) -> None:
+def _image(settings: Settings, record_json: Path, image_dir: Path, log: Log) -> None:
     # Writing the layout takes seconds and is deterministic, so it is always redone
     # rather than trusted from an earlier run.
+    from .attest import attest_image
     from .oci.layout import spec_from_record, write_image
 
     spec = spec_from_record(record_json)
     result = write_image(spec, image_dir / spec.name)
     log(f"image: {result.name} {result.manifest.digest} -> {result.layout}")
+    attest_image(settings, result.layout, record_json)
+    log(f"image: SBOM and provenance attached as referrers of {result.manifest.digest}")
 
 
 def print_plan(steps: list[Step]) -> None:

@@ -37,6 +37,8 @@ import yaml
 
 from . import recipe, record, sandbox
 from .errors import BuildError, RecipeError, UsageError
+from .llvm import iso_time
+from .llvm import toolchain_versions as llvm_toolchain_versions
 from .settings import Settings
 from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
 
@@ -486,6 +488,7 @@ def _extract_binaries(wheel: Path, dest: Path) -> list[Path]:
 def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
     """Build, re-pack, tag and record the wheel; returns the record (also written as wheel-record.json)."""
     started = time.monotonic()
+    wall_started = time.time()
     base = settings.work_dir / "wheel"
     name = _project_name(job.project)
     src = base / "src" / name
@@ -592,6 +595,9 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
         "recipe_digest": job.recipe.digest(),
         "offline": offline.as_json(),
         "machine": f"{platform.system().lower()}-{platform.machine()}",
+        "toolchain": llvm_toolchain_versions(env),
+        "started": iso_time(wall_started),
+        "finished": iso_time(time.time()),
         "timings_s": {"venv": round(venv_s, 1), "venv_reused": reused, "build": round(build_s, 1),
                       "tag_and_repack": round(repack_s, 1), "total": round(time.monotonic() - started, 1)},
     }
@@ -616,6 +622,10 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.wheelhouse) if args.wheelhouse else None,
     )
     rec = build_wheel(settings, job, log)
+    from .attest import attest_wheel
+
+    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
     print(json.dumps({k: rec[k] for k in ("wheel", "sha256", "tag", "glibc_required")}
                      | {"path": str(job.output / rec["wheel"]), "record": str(job.output / "wheel-record.json")}, indent=2))
     return 0

@@ -194,3 +194,34 @@ def test_wrong_or_missing_credentials_are_refused(auth: str, tiny_layout: Layout
                 with pytest.raises(RegistryError):
                     push_layout(client, tiny_layout, parse_reference(f"{fake.host}/x:1"))
         assert not fake.manifests
+
+
+def test_chunked_upload_bounds_consecutive_failures_not_total(tmp_path: Path) -> None:
+    """A long upload over a flaky link fails often but keeps progressing: it must finish."""
+    from email.message import Message
+
+    from hermetic.oci.registry import TransientRegistryError, _Response
+
+    blob = tmp_path / "blob"
+    blob.write_bytes(bytes(range(256)) * 40)  # 10 chunks of 1 KiB
+    client = RegistryClient("127.0.0.1:1", insecure=True, retries=2, backoff=0.0)
+    received = bytearray()
+    calls = {"patch": 0}
+
+    def fake_request(method: str, url: str, **kw: object) -> _Response:
+        assert method == "PATCH"
+        calls["patch"] += 1
+        if calls["patch"] % 2 == 0:  # every other PATCH fails: 1 consecutive failure, 9 in all
+            raise TransientRegistryError("PATCH answered 503")
+        body = kw["body"]
+        assert isinstance(body, bytes)
+        received.extend(body)
+        return _Response(202, Message(), b"")
+
+    client.request = fake_request  # type: ignore[method-assign, assignment]
+    client._upload_status = lambda location: (location, len(received))  # type: ignore[method-assign]
+    client._sleep = lambda attempt: None  # type: ignore[method-assign]
+    with open(blob, "rb") as f:
+        client._upload_chunks(f, "/upload", blob.stat().st_size, 1024)
+    assert bytes(received) == blob.read_bytes()
+    assert calls["patch"] > 2 * client.retries

@@ -551,7 +551,7 @@ class RegistryClient:
     def _upload_chunks(self, f: IO[bytes], location: str, size: int, chunk_size: int) -> str:
         """PATCH the file in chunks; after a failure, ask the registry how far it got and resume there."""
         offset = 0
-        failures = 0
+        failures = 0  # consecutive: a long upload over a flaky link may fail often yet progress
         while offset < size:
             f.seek(offset)
             chunk = f.read(chunk_size)
@@ -570,6 +570,7 @@ class RegistryClient:
                 continue
             location = resp.header("Location") or location
             offset += len(chunk)
+            failures = 0
             self.stats.bytes_sent += len(chunk)
             self.progress.update(offset)
         return location

@@ -27,11 +27,11 @@ from typing import Any
 
 import llvmlite.ir
 
-from .compiler import Compiler
+from .compiler import compile as compile_kernel
 from .errors import AotError, BackendError
-from .kernel import CompiledKernel, CompileOptions, __version__
+from .kernel import CompiledKernel, __version__
 from .settings import Settings
-from .specialize import Constant, ParamRef, Specialization
+from .specialize import Constant, ParamRef
 
 FORMAT = "tilec-aot/1"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -274,19 +274,12 @@ def compile(
     Needs no GPU; needs ptxas. `block` is fixed into the launcher; `shared_mem` is
     the dynamic shared memory each launch asks for. `.write(dir)` gives the C files.
     """
-    spec = Specialization.make(constants, multiple_of)
-    opts = CompileOptions(
-        target=target,
-        ptx_version=ptx_version,
-        opt_level=opt_level,
-        ftz=ftz,
-        kernel=kernel,
-        ptxas_options=tuple(ptxas_options),
-        use_ptxas=True,
-        constants=spec.constants,
-        multiple_of=spec.multiple_of,
+    # The JIT's compile, with ptxas required: AOT embeds a cubin.
+    compiled = compile_kernel(
+        src, target, ptx_version, opt_level, ftz=ftz, kernel=kernel,
+        ptxas_options=tuple(ptxas_options), use_ptxas=True,
+        constants=constants, multiple_of=multiple_of, settings=settings,
     )
-    compiled = Compiler(settings).compile(src, opts)
     return from_kernel(compiled, block=block, shared_mem=shared_mem, name=name, embed_ptx=embed_ptx)
 
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from fake_http import FakeHandler, FakeServer
 from hermetic.errors import RegistryError, UsageError
 from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, canonical_json
 from hermetic.oci.registry import RegistryClient, find_credentials, parse_challenge, parse_reference, push_layout
@@ -62,9 +61,7 @@ def test_parse_challenge() -> None:
     assert parse_challenge('Basic realm="x"') == ("basic", {"realm": "x"})
 
 
-class Fake(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
+class Fake(FakeServer):
     def __init__(self, auth: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.auth = auth
@@ -73,26 +70,10 @@ class Fake(http.server.ThreadingHTTPServer):
         self.manifests: dict[str, bytes] = {}
         self.token_requests: list[str] = []
 
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.server_address[1]}"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     server: Fake
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def reply(self, code: int, body: bytes = b"", **headers: str) -> None:
-        self.send_response(code)
-        for k, v in headers.items():
-            self.send_header(k.replace("_", "-"), v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
     def authorised(self) -> bool:
         got = self.headers.get("Authorization", "")

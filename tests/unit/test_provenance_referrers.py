@@ -8,15 +8,14 @@ the registry answers OCI-Subject, and discovery must use /referrers/.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from fake_http import FakeHandler, FakeServer
 from hermetic import attest, provenance, sbom
 from hermetic.errors import VerifyError
 from hermetic.oci import referrers
@@ -27,9 +26,7 @@ from schemas.examples import fake_image, fake_llvm_build, settings
 pytestmark = pytest.mark.unit
 
 
-class Fake(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
+class Fake(FakeServer):
     def __init__(self, api: bool) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.api = api
@@ -38,26 +35,10 @@ class Fake(http.server.ThreadingHTTPServer):
         self.manifests: dict[str, tuple[str, bytes]] = {}  # reference -> (media type, body)
         self.paths: list[str] = []
 
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.server_address[1]}"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     server: Fake
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def reply(self, code: int, body: bytes = b"", **headers: str) -> None:
-        self.send_response(code)
-        for k, v in headers.items():
-            self.send_header(k.replace("_", "-"), v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
     def handle_any(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hermetic import recipe, sources
+from hermetic.digests import file_sha256
 from hermetic.oci.layer import write_layer
 from hermetic.settings import find_root
 
@@ -79,7 +80,7 @@ def main() -> int:
     llvm = recipe.load(find_root(Path.cwd()) / "recipes")
     if args.source:
         archive_path = args.source
-        digest = sources.sha256_of(archive_path)
+        digest = file_sha256(archive_path)
         match = [a for a in llvm.archives if a.sha256 == digest]
         if not match:
             print(f"{archive_path} is not a pinned archive of LLVM {llvm.version}", file=sys.stderr)

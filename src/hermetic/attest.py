@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import provenance, recipe, record, sbom
+from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
 from .oci.layout import (
@@ -140,7 +141,7 @@ def attest_image(
         finished = max(built, (layout.path / "index.json").stat().st_mtime)
     statement = provenance.image_statement(
         rec, facts, canonical, started=started, finished=finished,
-        record_sha256=record.file_sha256(record_path), builder_id=builder_id,
+        record_sha256=file_sha256(record_path), builder_id=builder_id,
     )
     epoch = int(rec.get("source_date_epoch", 0))
     out = [
@@ -266,7 +267,7 @@ def wheel_documents(
     started, finished = build_times(wrec, art.record_path, (wrec.get("timings_s") or {}).get("total"))
     statement = provenance.wheel_statement(
         wrec, llvm_record=llvm_rec, canonical=canonical, started=started, finished=finished,
-        record_sha256=record.file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
+        record_sha256=file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
     )
     return bom, statement
 
@@ -278,7 +279,7 @@ def attest_wheel(
     art = find_wheel(path)
     if not art.wheel.is_file():
         raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "build the wheel again")
-    actual = record.file_sha256(art.wheel)
+    actual = file_sha256(art.wheel)
     if actual != art.record.get("sha256"):
         raise VerifyError(
             f"{art.wheel.name} does not match its record",

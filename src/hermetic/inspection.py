@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import attest, provenance, record, sbom
+from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
 from .oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, sha256_digest
@@ -223,7 +224,7 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
     wrec = art.record
     if not art.wheel.is_file():
         raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "")
-    digest = record.file_sha256(art.wheel)
+    digest = file_sha256(art.wheel)
     llvm = wrec.get("llvm") or {}
     out: dict[str, Any] = {
         "artifact": {

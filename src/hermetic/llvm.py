@@ -7,6 +7,7 @@ two builds in different directories share nothing.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import record, sandbox
+from .digests import file_sha256
 from .errors import BuildError, disk_full
 from .recipe import Recipe, Variant
 from .settings import Settings
@@ -103,7 +105,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         out.mkdir(parents=True, exist_ok=True)
         shutil.copytree(recipe.path, out / "recipe", ignore=shutil.ignore_patterns("__pycache__", "build"))
     except OSError as exc:
-        if exc.errno == 28:
+        if exc.errno == errno.ENOSPC:
             raise disk_full(str(out), exc) from exc
         raise
     conan_home = out / "conan-home"
@@ -184,7 +186,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         "build_commands": commands,
         "test_package": {
             "ran": True,
-            "ptx": [{"file": p.name, "sha256": record.file_sha256(p)} for p in ptx],
+            "ptx": [{"file": p.name, "sha256": file_sha256(p)} for p in ptx],
         },
         "install_root": str(install),
         "tree": {

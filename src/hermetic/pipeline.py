@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import llvm, recipe, record, sources
+from .digests import file_sha256
 from .errors import SourceError
 from .settings import Settings
 
@@ -51,14 +52,14 @@ def ensure_pruned(
     meta_path = dest.with_name("pruned.json")
     if dest.is_file() and meta_path.is_file():
         meta: dict[str, Any] = json.loads(meta_path.read_text())
-        if sources.sha256_of(dest) == meta.get("sha256"):
+        if file_sha256(dest) == meta.get("sha256"):
             log(f"prune: {dest.name} already in the cache")
             return meta
     sources.prune(src, variant, rec.version, dest, rec.source_date_epoch, log)
     meta = {
         "file": dest.name,
         "path": str(dest),
-        "sha256": sources.sha256_of(dest),
+        "sha256": file_sha256(dest),
         "size": dest.stat().st_size,
         "key": sources.prune_key(src.archive, variant),
         "from": src.as_json(),
@@ -83,7 +84,7 @@ def build_inputs(
             raise SourceError(f"source archive {path} does not exist", "", "pass an existing .tar.xz")
         meta_path = path.with_name("pruned.json")
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-        digest = sources.sha256_of(path)
+        digest = file_sha256(path)
         if meta is not None and meta.get("sha256") != digest:
             raise SourceError(
                 f"{path} does not match {meta_path}",

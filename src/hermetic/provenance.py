@@ -15,7 +15,6 @@ sha256 of a file.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import platform
 import uuid
@@ -287,10 +286,6 @@ def _statement(
 
 def dumps(statement: Mapping[str, Any]) -> bytes:
     return json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # -- reading one back ------------------------------------------------------------------------------------

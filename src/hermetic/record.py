@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .digests import file_sha256
 from .errors import VerifyError
 
 RECORD_SCHEMA = "hermetic.build-record/1"
@@ -50,14 +51,6 @@ class TreeEntry:
             sha256=str(data.get("sha256", "")),
             target=str(data.get("target", "")),
         )
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def scan_tree(root: Path) -> list[TreeEntry]:

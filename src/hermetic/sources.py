@@ -8,6 +8,7 @@ tampered, truncated or partial download never becomes a cache entry.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .digests import file_sha256
 from .errors import SourceError, SubprocessFailed, disk_full
 from .recipe import Archive, Recipe, Variant
 
@@ -38,14 +40,6 @@ class CachedArchive:
 
     def as_json(self) -> dict[str, str]:
         return {"file": self.archive.file, "sha256": self.archive.sha256, "origin": self.origin}
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def cache_path(cache_dir: Path, archive: Archive) -> Path:
@@ -76,7 +70,7 @@ def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move:
             shutil.move(str(candidate), tmp)
         else:
             shutil.copyfile(candidate, tmp)
-        actual = sha256_of(tmp)
+        actual = file_sha256(tmp)
         if actual != archive.sha256:
             size = tmp.stat().st_size
             raise SourceError(
@@ -88,7 +82,7 @@ def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move:
         os.replace(tmp, dest)
         _origin_file(dest).write_text(origin + "\n")
     except OSError as exc:
-        if exc.errno == 28:
+        if exc.errno == errno.ENOSPC:
             raise disk_full(str(dest), exc) from exc
         raise
     finally:
@@ -399,7 +393,7 @@ def prune(
         os.replace(tmp, dest)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        if exc.errno == 28:
+        if exc.errno == errno.ENOSPC:
             raise disk_full(str(dest), exc) from exc
         raise
     return dest

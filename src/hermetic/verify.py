@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import attest, llvm, provenance, recipe, record, sources
+from .digests import file_sha256
 from .errors import HermeticError, UsageError, VerifyError
 from .oci import referrers
 from .oci.layout import Layout, spec_from_record, write_image
@@ -262,14 +263,14 @@ def _rebuild_llvm(
     if pruned:
         src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else {}, log)
         cached = pipeline.pruned_path(settings, rec, src.archive, variant)
-        if reuse_pruned and cached.is_file() and sources.sha256_of(cached) == pruned.get("sha256"):
+        if reuse_pruned and cached.is_file() and file_sha256(cached) == pruned.get("sha256"):
             path, note = cached, "reused from the cache (--reuse-pruned), sha256 checked"
         else:
             path = root / "source" / str(pruned.get("file") or cached.name)
             log(f"verify: pruning {src.archive.file} again")
             sources.prune(src, variant, rec.version, path, rec.source_date_epoch, log)
             note = f"pruned again from {src.archive.file}"
-        digest = sources.sha256_of(path)
+        digest = file_sha256(path)
         report.comparisons.append(Comparison("pruned source", "sha256:" + str(pruned.get("sha256", "")), "sha256:" + digest, note))
         if digest != pruned.get("sha256"):
             raise _mismatch(report, settings, Path(str(pruned.get("path", ""))), path, log)

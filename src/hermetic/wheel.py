@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from . import recipe, record, sandbox
+from .digests import file_sha256
 from .errors import BuildError, RecipeError, UsageError
 from .llvm import iso_time
 from .llvm import toolchain_versions as llvm_toolchain_versions
@@ -567,7 +568,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
     if problems:
         raise BuildError(f"the re-packed {wheel.name} is inconsistent", "; ".join(problems[:5]), "report this as a hermetic bug")
     repack_s = time.monotonic() - t0
-    digest = record.file_sha256(wheel)
+    digest = file_sha256(wheel)
     wname = WheelName.parse(wheel.name)
     rec: dict[str, Any] = {
         "schema": WHEEL_RECORD_SCHEMA,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .digests import file_sha256
 from .errors import EnvironmentError_, RecipeError, SourceError
 from .settings import Settings
 
@@ -152,14 +153,6 @@ def wheel_project(filename: str) -> tuple[str, str] | None:
     return normalize_name(parts[0]), parts[1]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class Check:
     """What the wheelhouse holds for each requirement."""
@@ -178,7 +171,7 @@ def check_wheelhouse(directory: Path, reqs: Requirements) -> Check:
         req = reqs.get(proj[0]) if proj else None
         if req is None or proj is None or proj[1] != req.version:
             continue
-        if _sha256(f) in req.hashes:
+        if file_sha256(f) in req.hashes:
             found[req.name].append(f)
         else:
             bad.append(f.name)

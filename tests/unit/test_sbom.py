@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hermetic import attest, record, sbom
+from hermetic.digests import file_sha256
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from schemas import cyclonedx
@@ -133,7 +134,7 @@ def test_wheel_sbom_against_debian_llvm(tmp_path: Path) -> None:
     )
     assert cyclonedx.errors(bom) == []
     _refs_are_consistent(bom)
-    assert sbom.subject_sha256(bom) == record.file_sha256(wheel)
+    assert sbom.subject_sha256(bom) == file_sha256(wheel)
     assert bom["metadata"]["component"]["licenses"] == [{"expression": "Apache-2.0"}]
     llvm = sbom.find_component(bom, "llvm-tree")
     assert llvm["purl"] == "pkg:deb/debian/llvm-19-dev@1:19.1.7-3~deb12u1?arch=amd64"

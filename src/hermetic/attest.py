@@ -10,11 +10,9 @@ as detected at attestation time).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
-import time
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -295,46 +293,5 @@ def attest_wheel(
     return sbom_path, prov_path
 
 
-# -- command line ----------------------------------------------------------------------------------------
-
-
 def is_layout(path: Path) -> bool:
     return (path / "oci-layout").is_file()
-
-
-def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
-    path = Path(args.artifact)
-    builder_id = args.builder_id or provenance.DEFAULT_BUILDER_ID
-    started = time.monotonic()
-    if is_layout(path):
-        facts, _ = image_facts(Layout(path), args.arch)
-        rec = Path(args.record) if args.record else record_for_image(facts, settings.work_dir)
-        refs = attest_image(settings, path, rec, builder_id=builder_id, arch=args.arch)
-        for r in refs:
-            print(f"{r.kind} {r.digest} -> {facts.name}@{facts.manifest_digest}")
-    elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
-        for p in attest_wheel(settings, path, builder_id):
-            print(p)
-    else:
-        raise UsageError(
-            f"cannot attest {path}",
-            "hermetic attests OCI image layouts (written by `hermetic image`) and wheels (with their wheel-record.json)",
-            "pass a layout directory, a .whl or a wheel-record.json",
-        )
-    if not settings.quiet:
-        import sys
-
-        print(f"attest: done in {time.monotonic() - started:.1f}s", file=sys.stderr)
-    return 0
-
-
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "attest", parents=[common], help="write the SBOM (CycloneDX 1.6) and SLSA provenance of an image or a wheel"
-    )
-    p.add_argument("artifact", metavar="ARTIFACT", help="an OCI image layout, a .whl or its wheel-record.json")
-    p.add_argument("--record", help="build record of the image (default: WORK_DIR/llvm/<variant>/record.json)")
-    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
-    p.add_argument("--builder-id", help=f"builder identity in the provenance (default {provenance.DEFAULT_BUILDER_ID})")
-    p.set_defaults(func=cmd_attest)
-

@@ -10,10 +10,8 @@ code, a missing one is reported as missing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +22,6 @@ from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
 from .oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, sha256_digest
-from .settings import Settings
 
 OK, MISSING, MISMATCH = "matches", "missing", "MISMATCH"
 
@@ -343,39 +340,3 @@ def mismatches(report: Mapping[str, Any]) -> list[str]:
     if report["artifact"].get("record_matches") is False:
         out.append("the artifact does not match its record")
     return out
-
-
-def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
-    target = Path(args.target)
-    if attest.is_layout(target):
-        report = inspect_layout(target, args.arch)
-    elif target.suffix == ".whl" or target.name == attest.WHEEL_RECORD or (target / attest.WHEEL_RECORD).is_file():
-        report = inspect_wheel(target)
-    elif target.is_file() or (target / "record.json").is_file():
-        report = inspect_record(target if target.is_file() else target / "record.json")
-    elif target.exists():
-        raise UsageError(f"cannot inspect {target}", "it is not an image layout, a wheel or a build record", "")
-    else:
-        report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet)
-    print(json.dumps(report, indent=2, sort_keys=True) if args.json else render(report))
-    sys.stdout.flush()
-    bad = mismatches(report)
-    if bad:
-        raise VerifyError(
-            f"the attestations of {report['artifact']['name']} do not match it",
-            "; ".join(bad),
-            "attest the artifact again (`hermetic attest`), or find out who changed it",
-        )
-    return 0
-
-
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "inspect", parents=[common],
-        help="what an image layout, image reference or wheel is, what it was built from, whether its attestations match",
-    )
-    p.add_argument("target", metavar="LAYOUT|REF|WHEEL", help="an OCI image layout, REGISTRY/REPO[:TAG], a .whl or a record")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
-    p.add_argument("--arch", help="the platform of a multi-platform image (default: this machine's)")
-    p.set_defaults(func=cmd_inspect)

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from typing import Any
 from . import record, sandbox
 from .digests import file_sha256
 from .errors import BuildError, disk_full
+from .log import Log
 from .recipe import Recipe, Variant
 from .settings import Settings
-
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ anything runs.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,17 +16,8 @@ from typing import Any
 from . import llvm, recipe, record, sources
 from .digests import file_sha256
 from .errors import SourceError
+from .log import Log
 from .settings import Settings
-
-Log = Callable[[str], None]
-
-
-def stderr_log(quiet: bool = False) -> Log:
-    def log(msg: str) -> None:
-        if not quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    return log
 
 
 @dataclass(frozen=True)
@@ -189,12 +179,12 @@ def _image(settings: Settings, record_json: Path, image_dir: Path, log: Log) -> 
     log(f"image: SBOM and provenance attached as referrers of {result.manifest.digest}")
 
 
-def print_plan(steps: list[Step]) -> None:
-    print("plan:")
+def render_plan(steps: list[Step]) -> str:
+    lines = ["plan:"]
     for i, s in enumerate(steps, 1):
         state = "done" if s.done else "run "
-        print(f"  {i}. [{state}] {s.name:<22} inputs {s.inputs_digest[:16]}  {s.detail}")
-    sys.stdout.flush()
+        lines.append(f"  {i}. [{state}] {s.name:<22} inputs {s.inputs_digest[:16]}  {s.detail}")
+    return "\n".join(lines)
 
 
 def execute(steps: list[Step]) -> None:

@@ -21,15 +21,14 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .digests import file_sha256
 from .errors import SourceError, SubprocessFailed, disk_full
+from .log import Log
 from .recipe import Archive, Recipe, Variant
-
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ can be verified without any local record: its provenance says the same.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -24,11 +23,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,11 +34,11 @@ from typing import Any
 from . import attest, llvm, provenance, recipe, record, sources
 from .digests import file_sha256
 from .errors import HermeticError, UsageError, VerifyError
+from .log import Log, stderr_log
 from .oci import referrers
 from .oci.layout import Layout, spec_from_record, write_image
 from .settings import Settings
 
-Log = Callable[[str], None]
 SHOWN_FILES = 10
 DIFF_LINES = 12
 
@@ -603,9 +601,10 @@ def verify(
     keep: bool = False,
     reuse_pruned: bool = False,
     arch: str | None = None,
-    log: Log = lambda m: print(m, file=sys.stderr),
+    log: Log | None = None,
 ) -> Report:
     """Rebuild and compare; returns the report on a match, raises VerifyError (with `.report`) on a mismatch."""
+    log = log or stderr_log()
     kind, path = kind_of(artifact)
     if not path.exists():
         raise UsageError(f"{path} does not exist", "", "")
@@ -630,43 +629,3 @@ def verify(
         shutil.rmtree(report.rebuild_dir, ignore_errors=True)
         report.kept = False
     return report
-
-
-def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
-    from .pipeline import stderr_log
-
-    if shutil.which("diffoscope") is None and not settings.quiet:
-        print("verify: diffoscope is not installed; a mismatch will be reported without a content diff", file=sys.stderr)
-    try:
-        report = verify(
-            settings,
-            Path(args.artifact),
-            record_path=Path(args.record) if args.record else None,
-            rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
-            keep=args.keep,
-            reuse_pruned=args.reuse_pruned,
-            arch=args.arch,
-            log=stderr_log(settings.quiet),
-        )
-    except Mismatch as exc:
-        print(json.dumps(exc.report.as_json(), indent=2) if args.json else exc.report.render())
-        sys.stdout.flush()
-        raise
-    print(json.dumps(report.as_json(), indent=2) if args.json else report.render())
-    return 0
-
-
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "verify", parents=[common],
-        help="rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
-    )
-    p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout, a .whl or wheel-record.json")
-    p.add_argument("--record", help="for an image: the record.json it was written from (default: found in WORK_DIR, else its provenance)")
-    p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
-    p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")
-    p.add_argument("--reuse-pruned", action="store_true", help="take the pruned source from the cache (sha256 checked) instead of pruning again")
-    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=cmd_verify)
-

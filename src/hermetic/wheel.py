@@ -12,7 +12,6 @@ tagged with the platform auditwheel vouches for.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import csv
 import hashlib
@@ -28,7 +27,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,9 @@ from .digests import file_sha256
 from .errors import BuildError, RecipeError, UsageError
 from .llvm import iso_time
 from .llvm import toolchain_versions as llvm_toolchain_versions
+from .log import Log
 from .settings import Settings
 from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
-
-Log = Callable[[str], None]
 
 WHEEL_RECORD_SCHEMA = "hermetic.wheel-record/1"
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
@@ -606,54 +604,3 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
     shutil.rmtree(stage, ignore_errors=True)
     log(f"wheel: {wheel} sha256 {digest} ({rec['timings_s']['total']:.0f}s)")
     return rec
-
-
-# --- command line ------------------------------------------------------------------------------
-
-
-def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
-    from .pipeline import stderr_log
-
-    log = stderr_log(settings.quiet)
-    job = plan(
-        settings,
-        Path(args.project) if args.project else None,
-        Path(args.llvm),
-        Path(args.output) if args.output else None,
-        Path(args.wheelhouse) if args.wheelhouse else None,
-    )
-    rec = build_wheel(settings, job, log)
-    from .attest import attest_wheel
-
-    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
-    log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
-    print(json.dumps({k: rec[k] for k in ("wheel", "sha256", "tag", "glibc_required")}
-                     | {"path": str(job.output / rec["wheel"]), "record": str(job.output / "wheel-record.json")}, indent=2))
-    return 0
-
-
-def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
-    from .pipeline import stderr_log
-    from .wheelhouse import fetch_wheelhouse
-
-    path = fetch_wheelhouse(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
-    print(path)
-    return 0
-
-
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "wheel", parents=[common], help="build the compiler core's wheel against an LLVM prefix, offline and reproducibly"
-    )
-    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
-    p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
-    p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
-    p.add_argument("--wheelhouse", metavar="DIR", help="the pinned build requirements (default: CACHE/wheelhouse)")
-    p.set_defaults(func=cmd_wheel)
-
-    w = subparsers.add_parser(
-        "wheelhouse", parents=[common], help="download the hash-pinned build requirements (part of `hermetic fetch`)"
-    )
-    w.add_argument("--dest", metavar="DIR", help="fill this directory instead of CACHE/wheelhouse")
-    w.set_defaults(func=cmd_wheelhouse)
-

@@ -16,15 +16,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .digests import file_sha256
 from .errors import EnvironmentError_, RecipeError, SourceError
+from .log import Log
 from .settings import Settings
-
-Log = Callable[[str], None]
 
 # CPython versions whose build venvs the wheelhouse must serve: this machine's and the GPU runner's.
 TARGET_PYTHONS = ("3.11", "3.12")

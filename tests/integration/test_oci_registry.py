@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from hermetic.cli import oci as oci_cli
 from hermetic.errors import RegistryError, VerifyError
-from hermetic.oci import cli as oci_cli
 from hermetic.oci.layout import Layout, spec_from_record, write_image
 from hermetic.oci.registry import Progress, RegistryClient, parse_reference, pull_layout, push_layout
 from hermetic.oci.unpack import unpack_layout, verify_tree

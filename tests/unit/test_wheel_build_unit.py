@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import cli, wheel, wheelhouse
+from hermetic import wheel, wheelhouse
+from hermetic.cli import common as cli_common
+from hermetic.cli import main as cli_main
+from hermetic.cli import wheel as cli_wheel
 from hermetic.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
 from hermetic.settings import Settings
 
@@ -405,7 +408,7 @@ def test_plan_refuses_a_non_project(tmp_path: Path) -> None:
 
 
 def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    rc = cli.main(argv)
+    rc = cli_main(argv)
     return rc, capsys.readouterr().err
 
 
@@ -420,12 +423,12 @@ def test_cli_reports_errors_without_traceback(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_register_uses_the_common_options() -> None:
-    common = cli._common()
+    common = cli_common.common_parser()
     parser = argparse.ArgumentParser()
-    wheel.register(parser.add_subparsers(), common)
+    cli_wheel.register(parser.add_subparsers(), common)
     args = parser.parse_args(["wheel", "src/compiler", "--llvm", "/p", "--output", "o", "--wheelhouse", "h", "-j", "2", "--offline", "require"])
     assert (args.project, args.llvm, args.output, args.wheelhouse, args.jobs, args.offline) == ("src/compiler", "/p", "o", "h", 2, "require")
-    assert args.func is wheel.cmd_wheel
+    assert args.func is cli_wheel.cmd_wheel
 
 
 def test_module_reads_no_environment() -> None:

@@ -1,4 +1,4 @@
-"""Argument parsing for the image commands; the work happens in layout, registry and unpack.
+"""`hermetic image`, `push`, `pull`, `verify-tree`; the work happens in oci/ (layout, registry, unpack).
 
 This is the edge: it reads os.environ (for registry credentials) once and
 passes plain values below.
@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+import shutil
 from pathlib import Path
 from typing import Any
 
+from ..attest import attest_image
 from ..errors import VerifyError
+from ..oci.layer import check_compression
+from ..oci.layout import INDEX_TYPES, Layout, merge_layouts, pick_root, spec_from_record, write_image
+from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
+from ..oci.registry import DEFAULT_CHUNK, Progress, make_client, parse_reference, pull_layout, push_layout
+from ..oci.unpack import unpack_layout, verify_tree
 from ..settings import Settings
-from .layer import check_compression
-from .layout import Layout, merge_layouts, spec_from_record, write_image
-from .registry import DEFAULT_CHUNK, Progress, make_client, parse_reference, pull_layout, push_layout
-from .unpack import unpack_layout, verify_tree
+from .common import Subparsers, out, say
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -34,11 +37,6 @@ def parse_size(text: str) -> int:
     return value
 
 
-def _say(settings: Settings, text: str) -> None:
-    if not settings.quiet:
-        print(text, file=sys.stderr)
-
-
 def record_path(settings: Settings, variant: str) -> Path:
     return settings.work_dir / "llvm" / variant / "record.json"
 
@@ -51,15 +49,13 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
     if args.record is None and spec.variant != variant:
         raise VerifyError(f"{rec} is a record of variant {spec.variant!r}, not {variant!r}", "", "rebuild the variant")
     output = Path(args.output) if args.output else settings.work_dir / "images" / spec.name
-    _say(settings, f"image {spec.name}: layer of {spec.install_root}{spec.prefix}")
+    say(settings, f"image {spec.name}: layer of {spec.install_root}{spec.prefix}")
     result = write_image(spec, output, args.compression)
-    print(f"{result.name} {result.manifest.digest} {result.layout}")
+    out(f"{result.name} {result.manifest.digest} {result.layout}")
     if not args.no_attest:
-        from ..attest import attest_image
-
         for att in attest_image(settings, result.layout, rec):
-            _say(settings, f"  {att.kind} {att.digest} (referrer of {result.manifest.digest}, outside the image)")
-    _say(
+            say(settings, f"  {att.kind} {att.digest} (referrer of {result.manifest.digest}, outside the image)")
+    say(
         settings,
         f"  layer {result.layer.size / 1e6:.1f} MB compressed ({result.layer.tar_size / 1e6:.1f} MB tar, "
         f"{result.layer.entries} entries) in {result.seconds:.1f} s",
@@ -69,7 +65,7 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_image_index(args: argparse.Namespace, settings: Settings) -> int:
     root = merge_layouts([Path(p) for p in args.layouts], Path(args.output))
-    print(f"{root.ref_name} {root.digest} {Path(args.output).resolve()}")
+    out(f"{root.ref_name} {root.digest} {Path(args.output).resolve()}")
     return 0
 
 
@@ -84,12 +80,12 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
     try:
         result = push_layout(client, layout, ref, chunk_size=args.chunk_size, mount_from=args.mount_from)
         s = result.stats
-        _say(
+        say(
             settings,
             f"pushed {len(s.uploaded)} blobs, {len(s.skipped)} already present, {len(s.mounted)} mounted, "
             f"{s.bytes_sent / 1e6:.1f} MB in {s.seconds:.1f} s ({s.retries} retries)",
         )
-        print(f"{ref} {result.digest}")
+        out(f"{ref} {result.digest}")
         if not args.no_attestations:
             _push_attestations(client, layout, ref, result.digest, args.chunk_size, settings)
     finally:
@@ -98,16 +94,13 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk: int, settings: Settings) -> None:
-    from .layout import INDEX_TYPES, pick_root
-    from .referrers import push_referrers
-
     root = pick_root(layout)
     subjects = {digest, *(c.digest for c in layout.children(root))} if root.media_type in INDEX_TYPES else {digest}
     pushed = push_referrers(client, layout, ref.repository, subjects, chunk)
     if not pushed:
-        _say(settings, f"no attestations in {layout.path} (write them with `hermetic attest {layout.path}`)")
+        say(settings, f"no attestations in {layout.path} (write them with `hermetic attest {layout.path}`)")
     for p in pushed:
-        print(f"{ref.registry}/{ref.repository}@{p.digest} {p.artifact_type} -> {p.subject} ({p.via})")
+        out(f"{ref.registry}/{ref.repository}@{p.digest} {p.artifact_type} -> {p.subject} ({p.via})")
 
 
 def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
@@ -116,33 +109,29 @@ def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.layout:
             desc = pull_layout(client, ref, Path(args.layout), arch=args.arch)
-            print(f"{ref} {desc.digest} {Path(args.layout).resolve()}")
+            out(f"{ref} {desc.digest} {Path(args.layout).resolve()}")
             if args.with_attestations:
-                _pull_attestations(client, ref, desc.digest, Layout(Path(args.layout)), None)
+                _pull_attestations(client, ref, desc.digest, Layout(Path(args.layout)), None, settings)
             return 0
         dest = Path(args.unpack).absolute()
         staging = dest.with_name(f".{dest.name}.layout")
         pulled = pull_layout(client, ref, staging, arch=args.arch)
         try:
             if args.with_attestations:
-                _pull_attestations(client, ref, pulled.digest, Layout(staging), dest.with_name(dest.name + ".attestations"))
-            desc = unpack_layout(Layout(staging), dest, progress=lambda m: _say(settings, m))
+                _pull_attestations(client, ref, pulled.digest, Layout(staging), dest.with_name(dest.name + ".attestations"), settings)
+            desc = unpack_layout(Layout(staging), dest, progress=lambda m: say(settings, m))
         finally:
-            import shutil
-
             shutil.rmtree(staging, ignore_errors=True)
-        print(f"{ref} {desc.digest} {dest}")
+        out(f"{ref} {desc.digest} {dest}")
         return 0
     finally:
         client.close()
 
 
-def _pull_attestations(client: Any, ref: Any, digest: str, layout: Layout, files_to: Path | None) -> None:
+def _pull_attestations(
+    client: Any, ref: Any, digest: str, layout: Layout, files_to: Path | None, settings: Settings
+) -> None:
     """The image's referrers into the layout; with files_to, their payloads as files there too."""
-    import shutil
-
-    from .referrers import ANN_TITLE, pull_referrers
-
     got, via = pull_referrers(client, ref.repository, digest, layout)
     if files_to is not None and got:
         files_to.mkdir(parents=True, exist_ok=True)
@@ -152,9 +141,9 @@ def _pull_attestations(client: Any, ref: Any, digest: str, layout: Layout, files
             title = str((r.manifest.get("layers") or [{}])[0].get("annotations", {}).get(ANN_TITLE, r.digest[7:19]))
             shutil.copyfile(r.payload, files_to / Path(title).name)
             where = f" {files_to / Path(title).name}"
-        print(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
+        out(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
     if not got:
-        print(f"{ref}: no attestations ({via})", file=sys.stderr)
+        say(settings, f"{ref}: no attestations ({via})")
 
 
 def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
@@ -166,11 +155,11 @@ def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
             shown,
             "unpack the image again (`hermetic pull REF --unpack DIR`) into a new directory",
         )
-    _say(settings, f"{args.dir} matches {args.record}")
+    say(settings, f"{args.dir} matches {args.record}")
     return 0
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     image = subparsers.add_parser("image", parents=[common], help="write OCI image layouts")
     image_sub = image.add_subparsers(dest="image_command", metavar="{llvm,index}")
     image_sub.required = True

@@ -1,0 +1,48 @@
+"""`hermetic attest`: the SBOM and provenance of an image layout or a wheel."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from .. import provenance
+from ..attest import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
+from ..errors import UsageError
+from ..oci.layout import Layout
+from ..settings import Settings
+from .common import Subparsers, out, say
+
+
+def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.artifact)
+    builder_id = args.builder_id or provenance.DEFAULT_BUILDER_ID
+    started = time.monotonic()
+    if is_layout(path):
+        facts, _ = image_facts(Layout(path), args.arch)
+        rec = Path(args.record) if args.record else record_for_image(facts, settings.work_dir)
+        refs = attest_image(settings, path, rec, builder_id=builder_id, arch=args.arch)
+        for r in refs:
+            out(f"{r.kind} {r.digest} -> {facts.name}@{facts.manifest_digest}")
+    elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
+        for p in attest_wheel(settings, path, builder_id):
+            out(str(p))
+    else:
+        raise UsageError(
+            f"cannot attest {path}",
+            "hermetic attests OCI image layouts (written by `hermetic image`) and wheels (with their wheel-record.json)",
+            "pass a layout directory, a .whl or a wheel-record.json",
+        )
+    say(settings, f"attest: done in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "attest", parents=[common], help="write the SBOM (CycloneDX 1.6) and SLSA provenance of an image or a wheel"
+    )
+    p.add_argument("artifact", metavar="ARTIFACT", help="an OCI image layout, a .whl or its wheel-record.json")
+    p.add_argument("--record", help="build record of the image (default: WORK_DIR/llvm/<variant>/record.json)")
+    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
+    p.add_argument("--builder-id", help=f"builder identity in the provenance (default {provenance.DEFAULT_BUILDER_ID})")
+    p.set_defaults(func=cmd_attest)

@@ -1,0 +1,60 @@
+"""What every command group shares: the common options, output helpers, the handler type."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import RecipeError
+from ..settings import Settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+Subparsers = Any  # argparse's _SubParsersAction is private
+
+
+def common_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    # SUPPRESS keeps options the user did not give out of the namespace, so env and pyproject can fill them.
+    s = argparse.SUPPRESS
+    g.add_argument("--root", default=s, help="hermetic checkout holding recipes/ and toolchain/")
+    g.add_argument("--cache", dest="cache_dir", default=s, help="source cache (HERMETIC_CACHE; ~/.cache/hermetic)")
+    g.add_argument("--work-dir", dest="work_dir", default=s, help="where builds happen (HERMETIC_WORK_DIR; ./build)")
+    g.add_argument("--variant", default=s, help="recipe variant (HERMETIC_VARIANT; the recipe's default)")
+    g.add_argument("--mirror", dest="mirrors", action="append", default=s, help="directory holding source archives; repeatable")
+    g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
+    g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")
+    g.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
+    g.add_argument("--no-apt", dest="use_apt", action="store_false", default=s, help="do not fetch through apt")
+    g.add_argument("--no-urls", dest="use_urls", action="store_false", default=s, help="do not download from URLs")
+    return p
+
+
+def out(text: str) -> None:
+    """A result line on stdout (what scripts read); flushed so it precedes any error on stderr."""
+    print(text, flush=True)
+
+
+def out_json(data: Mapping[str, Any] | Sequence[Any], sort_keys: bool = False) -> None:
+    print(json.dumps(data, indent=2, sort_keys=sort_keys))
+    sys.stdout.flush()
+
+
+def say(settings: Settings, text: str) -> None:
+    """A progress or note line on stderr, unless --quiet."""
+    if not settings.quiet:
+        print(text, file=sys.stderr, flush=True)
+
+
+def overrides(pairs: Sequence[str] | None) -> dict[str, str]:
+    """--option KEY=VALUE pairs."""
+    got: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise RecipeError(f"bad --option {pair!r}", "expected KEY=VALUE", "e.g. --option targets=NVPTX;X86")
+        got[key.strip()] = value.strip()
+    return got

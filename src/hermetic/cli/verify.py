@@ -1,0 +1,55 @@
+"""`hermetic verify`: rebuild an artifact elsewhere and compare."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from ..log import stderr_log
+from ..settings import Settings
+from ..verify import Mismatch, verify
+from .common import Subparsers, out, out_json, say
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if shutil.which("diffoscope") is None:
+        say(settings, "verify: diffoscope is not installed; a mismatch will be reported without a content diff")
+    try:
+        report = verify(
+            settings,
+            Path(args.artifact),
+            record_path=Path(args.record) if args.record else None,
+            rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
+            keep=args.keep,
+            reuse_pruned=args.reuse_pruned,
+            arch=args.arch,
+            log=stderr_log(settings.quiet),
+        )
+    except Mismatch as exc:
+        # The report goes to stdout even on a mismatch; the error (and its exit code) follows.
+        if args.json:
+            out_json(exc.report.as_json())
+        else:
+            out(exc.report.render())
+        raise
+    if args.json:
+        out_json(report.as_json())
+    else:
+        out(report.render())
+    return 0
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "verify", parents=[common],
+        help="rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
+    )
+    p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout, a .whl or wheel-record.json")
+    p.add_argument("--record", help="for an image: the record.json it was written from (default: found in WORK_DIR, else its provenance)")
+    p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
+    p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")
+    p.add_argument("--reuse-pruned", action="store_true", help="take the pruned source from the cache (sha256 checked) instead of pruning again")
+    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_verify)

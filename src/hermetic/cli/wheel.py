@@ -1,0 +1,53 @@
+"""`hermetic wheel` and `hermetic wheelhouse`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import wheel
+from ..attest import attest_wheel
+from ..log import stderr_log
+from ..settings import Settings
+from ..wheelhouse import fetch_wheelhouse
+from .common import Subparsers, out, out_json
+
+
+def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
+    log = stderr_log(settings.quiet)
+    job = wheel.plan(
+        settings,
+        Path(args.project) if args.project else None,
+        Path(args.llvm),
+        Path(args.output) if args.output else None,
+        Path(args.wheelhouse) if args.wheelhouse else None,
+    )
+    rec = wheel.build_wheel(settings, job, log)
+    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
+    out_json({k: rec[k] for k in ("wheel", "sha256", "tag", "glibc_required")}
+             | {"path": str(job.output / rec["wheel"]), "record": str(job.output / "wheel-record.json")})
+    return 0
+
+
+def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
+    path = fetch_wheelhouse(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
+    out(str(path))
+    return 0
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "wheel", parents=[common], help="build the compiler core's wheel against an LLVM prefix, offline and reproducibly"
+    )
+    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
+    p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
+    p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
+    p.add_argument("--wheelhouse", metavar="DIR", help="the pinned build requirements (default: CACHE/wheelhouse)")
+    p.set_defaults(func=cmd_wheel)
+
+    w = subparsers.add_parser(
+        "wheelhouse", parents=[common], help="download the hash-pinned build requirements (part of `hermetic fetch`)"
+    )
+    w.add_argument("--dest", metavar="DIR", help="fill this directory instead of CACHE/wheelhouse")
+    w.set_defaults(func=cmd_wheelhouse)

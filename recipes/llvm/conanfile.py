@@ -2,7 +2,7 @@
 
 Variants (variants.yml) are named option sets; the option values accepted are
 listed in conandata.yml so that this recipe and `hermetic` validate alike.
-The install prefix is /usr/lib64/llvm-<variant>-<version>, staged under the
+The install prefix (conandata.yml's install_prefix: /usr/lib64/llvm-<variant>-<version>) is staged under the
 package folder with DESTDIR so that the tree can be copied anywhere as is.
 """
 
@@ -32,7 +32,8 @@ def _split(value: object) -> list[str]:
 
 class LLVMConan(ConanFile):
     name = "llvm"
-    version = "19.1.7"
+    # No `version` here: the versions are the keys of conandata.yml and hermetic passes the one
+    # it builds (`conan create --version`), so a second release is data, not code.
     license = "Apache-2.0 WITH LLVM-exception"
     url = "https://github.com/llvm/llvm-project"
     description = "Slim, source-built LLVM for GPU compiler stacks"
@@ -50,7 +51,10 @@ class LLVMConan(ConanFile):
 
     @property
     def _prefix(self) -> str:
-        return f"/usr/lib64/llvm-{self.options.variant}-{self.version}"
+        # The same template hermetic reads (recipe.Recipe.prefix): one source for the install prefix.
+        return str(self.conan_data["install_prefix"]).format(
+            name=self.name, variant=self.options.variant, version=self.version
+        )
 
     def validate(self) -> None:
         allowed = self.conan_data["option_values"]

@@ -8,6 +8,7 @@ two builds in different directories share nothing.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ from .errors import BuildError, disk_full
 from .log import Log
 from .recipe import Recipe, Variant
 from .settings import Settings
+from .sources import PRUNE_RULES_VERSION
 
 
 @dataclass(frozen=True)
@@ -35,22 +37,41 @@ class BuildInputs:
     source_sha256: str
     sources: tuple[dict[str, str], ...]  # the release archives this source came from
     pruned: dict[str, Any] | None  # {"sha256", "size", "file"} when built from a pruned archive
+    source_mode: str = "pruned"  # "pruned" | "full" | "path" (an archive the user named)
 
     def digest(self) -> str:
-        import hashlib
+        return inputs_digest(
+            self.recipe, self.variant, source_identity(self.source_mode, self.source_sha256)
+        )
 
-        data = {
-            "recipe": self.recipe.digest(),
-            "variant": self.variant.digest(),
-            "source": self.source_sha256,
-            "toolchain": _toolchain_digest(self.recipe.path.parents[1] / "toolchain"),
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+def source_identity(mode: str, path_sha256: str = "") -> dict[str, str]:
+    """What identifies the source of a build before it is fetched or pruned.
+
+    The release archives are pinned by sha256 in the recipe and pruning is deterministic, so
+    `pruned` and `full` are identified by the recipe's digest (which covers the pins and the
+    prune rules) plus the pruning code's version; only an archive the user names by path adds its
+    own digest.
+    """
+    if mode == "pruned":
+        return {"mode": mode, "prune_code": str(PRUNE_RULES_VERSION)}
+    if mode == "full":
+        return {"mode": mode}
+    return {"mode": "path", "sha256": path_sha256}
+
+
+def inputs_digest(recipe: Recipe, variant: Variant, source: dict[str, str]) -> str:
+    """The digest a build step is known by: computable before anything is fetched (the plan needs it)."""
+    data = {
+        "recipe": recipe.digest(),
+        "variant": variant.digest(),
+        "source": source,
+        "toolchain": _toolchain_digest(recipe.path.parents[1] / "toolchain"),
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def _toolchain_digest(toolchain: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     for f in sorted(p for p in toolchain.rglob("*") if p.is_file()):
         h.update(f.relative_to(toolchain).as_posix().encode() + b"\0" + f.read_bytes())
@@ -89,25 +110,89 @@ def _conan(settings: Settings) -> list[str]:
 
 
 def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False) -> dict[str, Any]:
-    """Build `inputs.variant` and return its record (also written to record.json)."""
+    """Build `inputs.variant` and return its record (also written to record.json).
+
+    Transactional: everything is built under `.new/` and swapped in only once the build and its
+    test_package passed, so a failed or interrupted rebuild leaves the previous tree and record
+    intact and usable.
+    """
+    out = build_dir(settings, inputs.variant.name)
+    recover(out)
+    new = out / NEW
+    shutil.rmtree(new, ignore_errors=True)
+    try:
+        new.mkdir(parents=True)
+        rec = _build_into(new, out, settings, inputs, log, keep_build)
+    except BaseException:
+        if keep_build:
+            log(f"build: failed; the partial build stays in {new} (--keep-build)")
+        else:
+            shutil.rmtree(new, ignore_errors=True)
+        raise
+    _swap_in(new, out, rec["tree"]["digest"])
+    return rec
+
+
+NEW = ".new"
+_SWAPPED = ("install", "test_package")
+_JOURNAL = ".swap"
+
+
+def _swap_in(new: Path, out: Path, tree_digest: str) -> None:
+    """Replace the previous install tree and record with the new ones.
+
+    Renames are atomic one by one, not together: a journal naming the new tree lets `recover`
+    finish or undo a swap that was cut off.
+    """
+    (out / _JOURNAL).write_text(tree_digest + "\n")
+    for name in _SWAPPED:
+        old = out / f".old-{name}"
+        shutil.rmtree(old, ignore_errors=True)
+        if (out / name).exists():
+            os.rename(out / name, old)
+        os.rename(new / name, out / name)
+    os.replace(new / "record.json", out / "record.json")  # the commit point
+    for name in _SWAPPED:
+        shutil.rmtree(out / f".old-{name}", ignore_errors=True)
+    (out / _JOURNAL).unlink()
+    shutil.rmtree(new, ignore_errors=True)
+
+
+def recover(out: Path) -> None:
+    """Finish or undo a swap that was interrupted (see _swap_in)."""
+    journal = out / _JOURNAL
+    if not journal.is_file():
+        return
+    committed = False
+    try:
+        committed = json.loads((out / "record.json").read_text())["tree"]["digest"] == journal.read_text().strip()
+    except (OSError, ValueError, KeyError, TypeError):
+        committed = False
+    for name in _SWAPPED:
+        old = out / f".old-{name}"
+        if not old.exists():
+            continue
+        if committed:
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            shutil.rmtree(out / name, ignore_errors=True)
+            os.rename(old, out / name)
+    journal.unlink()
+
+
+def _build_into(new: Path, out: Path, settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool) -> dict[str, Any]:
     recipe, variant = inputs.recipe, inputs.variant
-    out = build_dir(settings, variant.name)
     epoch = recipe.source_date_epoch
     offline, prefix = sandbox.offline_policy(settings.offline)
-    log(f"build: offline: {offline.reason}")
-
-    for sub in ("conan-home", "recipe", "install", "test_package"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    (out / "record.json").unlink(missing_ok=True)
+    log(f"build: network isolation: {offline.method}")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(recipe.path, out / "recipe", ignore=shutil.ignore_patterns("__pycache__", "build"))
+        shutil.copytree(recipe.path, new / "recipe", ignore=shutil.ignore_patterns("__pycache__", "build"))
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise disk_full(str(out), exc) from exc
+            raise disk_full(str(new / "recipe"), exc) from exc
         raise
-    conan_home = out / "conan-home"
-    test_out = out / "test_package"
+    conan_home = new / "conan-home"
+    test_out = new / "test_package"
     test_out.mkdir()
     log_path = out / "build.log"
     log_path.write_text("")
@@ -122,7 +207,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         [*conan, "profile", "detect", "--force"],
         what="detect the compiler for Conan",
         env=env,
-        cwd=out,
+        cwd=new,
         prefix=prefix,
         log_path=log_path,
         quiet=True,
@@ -135,10 +220,10 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
     ]
     log(f"build: llvm {recipe.version} variant {variant.name} with {settings.jobs} jobs (log: {log_path})")
     sandbox.run(
-        [*conan, "create", str(out / "recipe"), f"-pr:a={profile}", *options, *confs, "--build=missing", "--no-remote"],
+        [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", f"-pr:a={profile}", *options, *confs, "--build=missing", "--no-remote"],
         what=f"build LLVM variant {variant.name}",
         env=env,
-        cwd=out,
+        cwd=new,
         prefix=prefix,
         log_path=log_path,
         quiet=settings.quiet,
@@ -146,22 +231,23 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
     )
     listing = sandbox.run(
         [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],
-        what="find the built package", env=env, cwd=out, log_path=None, quiet=True,
+        what="find the built package", env=env, cwd=new, log_path=None, quiet=True,
     )
     pkg_ids = _package_ids(listing, recipe.version)
     if len(pkg_ids) != 1:
         raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
     ref = f"llvm/{recipe.version}:{pkg_ids[0]}"
-    pkg = Path(sandbox.run([*conan, "cache", "path", ref], what="locate the package", env=env, cwd=out, quiet=True).strip())
-    bdir = Path(sandbox.run([*conan, "cache", "path", ref, "--folder", "build"], what="locate the build", env=env, cwd=out, quiet=True).strip())
+    pkg = Path(sandbox.run([*conan, "cache", "path", ref], what="locate the package", env=env, cwd=new, quiet=True).strip())
+    bdir = Path(sandbox.run([*conan, "cache", "path", ref, "--folder", "build"], what="locate the build", env=env, cwd=new, quiet=True).strip())
     commands_file = next(iter(bdir.rglob("hermetic-commands.txt")), None)
     commands = len(commands_file.read_text().splitlines()) if commands_file else None
 
-    install = out / "install"
-    install.mkdir()
-    os.rename(pkg / "usr", install / "usr")
-    record.normalize_tree(install, epoch)
-    entries = record.scan_tree(install)
+    install = out / "install"  # where the tree lands once swapped in; the record names it
+    staged = new / "install"
+    staged.mkdir()
+    os.rename(pkg / "usr", staged / "usr")
+    record.normalize_tree(staged, epoch)
+    entries = record.scan_tree(staged)
     wall = time.time() - started
     ptx = sorted(test_out.glob("*.ptx"))
     rec: dict[str, Any] = {
@@ -193,7 +279,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
             "files": [e.as_json() for e in entries],
         },
     }
-    record.write_json(out / "record.json", rec)
+    record.write_json(new / "record.json", rec)
     if not keep_build:
         shutil.rmtree(conan_home, ignore_errors=True)
     log(

@@ -55,6 +55,7 @@ class Recipe:
     variants: tuple[Variant, ...]
     default_variant: str
     files_digest: str
+    prefix_template: str
 
     def digest(self) -> str:
         return self.files_digest
@@ -73,7 +74,7 @@ class Recipe:
         return dict(self.option_values)[option]
 
     def prefix(self, variant: str) -> str:
-        return f"/usr/lib64/{self.name}-{variant}-{self.version}"
+        return self.prefix_template.format(name=self.name, variant=variant, version=self.version)
 
 
 def _normalize(value: object) -> str:
@@ -138,6 +139,7 @@ def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
             variants=variants,
             default_variant=str(variants_data["default"]),
             files_digest=_files_digest(path),
+            prefix_template=str(data["install_prefix"]),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RecipeError(f"malformed recipe data in {path}", f"missing or wrong field: {exc}", "compare with git") from exc
@@ -174,8 +176,9 @@ def validate_options(recipe: Recipe, options: dict[str, str], context: str = "op
         )
 
 
-def resolve_variant(recipe: Recipe, name: str, overrides: dict[str, str] | None = None) -> Variant:
-    """The variant's options with user overrides applied, validated."""
+def resolve_variant(recipe: Recipe, name: str | None, overrides: dict[str, str] | None = None) -> Variant:
+    """The variant's options with user overrides applied, validated; no name means the recipe's default."""
+    name = name or recipe.default_variant
     base = recipe.variant(name)
     options = dict(base.options)
     if overrides:

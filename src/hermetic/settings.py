@@ -42,7 +42,7 @@ class Settings:
     root: Path
     cache_dir: Path
     work_dir: Path
-    variant: str = "nvptx"
+    variant: str | None = None  # None: the recipe's default (variants.yml `default:`)
     mirrors: tuple[Path, ...] = ()
     offline: str = "auto"
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -149,7 +149,7 @@ def resolve(
         root=root,
         cache_dir=cache.expanduser().resolve(),
         work_dir=work.expanduser().resolve(),
-        variant=str(merged.get("variant", "nvptx")),
+        variant=str(merged["variant"]) if merged.get("variant") else None,
         mirrors=mirrors,
         offline=offline,
         jobs=jobs,

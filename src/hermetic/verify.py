@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import attest, llvm, provenance, recipe, record, sources
+from . import attest, llvm, provenance, recipe, record, sources, steps
 from .digests import file_sha256
 from .errors import HermeticError, UsageError, VerifyError
 from .log import Log, stderr_log
@@ -240,7 +240,6 @@ def _rebuild_llvm(
     settings: Settings, spec: Mapping[str, Any], root: Path, report: Report, reuse_pruned: bool, log: Log
 ) -> dict[str, Any]:
     """Rebuild the install tree described by `spec` (a record) under root; returns the new record."""
-    from . import pipeline
 
     rec = recipe.load(settings.recipes_dir)
     want_recipe = str((spec.get("recipe") or {}).get("digest", ""))
@@ -260,7 +259,7 @@ def _rebuild_llvm(
 
     if pruned:
         src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else {}, log)
-        cached = pipeline.pruned_path(settings, rec, src.archive, variant)
+        cached = steps.pruned_path(settings, rec, src.archive, variant)
         if reuse_pruned and cached.is_file() and file_sha256(cached) == pruned.get("sha256"):
             path, note = cached, "reused from the cache (--reuse-pruned), sha256 checked"
         else:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hermetic.cli import oci as oci_cli
+from hermetic.cli.common import common_parsers
 from hermetic.errors import RegistryError, VerifyError
 from hermetic.oci.layout import Layout, spec_from_record, write_image
 from hermetic.oci.registry import Progress, RegistryClient, parse_reference, pull_layout, push_layout
@@ -143,8 +144,7 @@ def test_cli_pull_unpack_and_verify_tree(
     registry: Registry, image: Path, support_install: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
-    common = argparse.ArgumentParser(add_help=False)
-    oci_cli.register(parser.add_subparsers(), common)
+    oci_cli.register(parser.add_subparsers(), common_parsers())
     settings = Settings(root=tmp_path, cache_dir=tmp_path / "cache", work_dir=tmp_path / "work", quiet=True)
     ref = f"{registry.host}/cli/llvm:tag"
     for argv in (

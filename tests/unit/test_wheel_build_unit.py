@@ -423,7 +423,7 @@ def test_cli_reports_errors_without_traceback(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_register_uses_the_common_options() -> None:
-    common = cli_common.common_parser()
+    common = cli_common.common_parsers()
     parser = argparse.ArgumentParser()
     cli_wheel.register(parser.add_subparsers(), common)
     args = parser.parse_args(["wheel", "src/compiler", "--llvm", "/p", "--output", "o", "--wheelhouse", "h", "-j", "2", "--offline", "require"])

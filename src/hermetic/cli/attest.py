@@ -11,7 +11,7 @@ from ..attest import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_l
 from ..errors import UsageError
 from ..oci.layout import Layout
 from ..settings import Settings
-from .common import Subparsers, out, say
+from .common import Common, Subparsers, add_command, out, say
 
 
 def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
@@ -37,9 +37,9 @@ def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "attest", parents=[common], help="write the SBOM (CycloneDX 1.6) and SLSA provenance of an image or a wheel"
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(
+        subparsers, "attest", "write the SBOM (CycloneDX 1.6) and SLSA provenance of an image or a wheel", [common.base]
     )
     p.add_argument("artifact", metavar="ARTIFACT", help="an OCI image layout, a .whl or its wheel-record.json")
     p.add_argument("--record", help="build record of the image (default: WORK_DIR/llvm/<variant>/record.json)")

@@ -6,12 +6,12 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .. import llvm, pipeline, recipe, sources
+from .. import llvm, plan, recipe, sources, steps
 from ..log import stderr_log
-from ..record import write_json
+from ..record import load_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
-from .common import Subparsers, out, out_json, overrides
+from .common import Common, Subparsers, add_command, add_group, out, out_json, overrides, say
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -29,7 +29,7 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     rec = recipe.load(settings.recipes_dir)
     variant = recipe.resolve_variant(rec, settings.variant)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    meta = pipeline.ensure_pruned(settings, rec, src, variant, log)
+    meta = steps.ensure_pruned(settings, rec, src, variant, log)
     if args.output:
         dest = Path(args.output)
         dest.mkdir(parents=True, exist_ok=True)
@@ -42,17 +42,19 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir)
-    variant = recipe.resolve_variant(rec, settings.variant, overrides(args.option))
-    inputs = pipeline.build_inputs(settings, rec, variant, args.source, log)
-    prev = None if args.force else pipeline.finished_build(settings, inputs)
-    if prev is not None:
-        log(f"build: llvm-{variant.name} is up to date ({prev['tree']['digest']})")
-        result = prev
-    else:
-        result = llvm.build(settings, inputs, log, keep_build=args.keep_build)
+    # The same plan as `hermetic all`, narrowed to the build and the steps it needs.
+    job = plan.plan_all(
+        settings, log, args.source, overrides=overrides(args.option), force=args.force, keep_build=args.keep_build
+    ).upto("build")
+    say(settings, job.render())
+    plan.execute(job, log)
+    build = job.step("build")
+    out_dir = llvm.build_dir(settings, job.variant)
+    result = load_record(out_dir / "record.json")
+    if build.state == plan.DONE:
+        log(f"build: llvm-{job.variant} is up to date ({result['tree']['digest']})")
     out_json({k: result[k] for k in ("variant", "prefix", "install_root", "wall_time_s")}
-             | {"tree_digest": result["tree"]["digest"], "record": str(llvm.build_dir(settings, variant.name) / "record.json")})
+             | {"tree_digest": result["tree"]["digest"], "record": str(out_dir / "record.json")})
     return 0
 
 
@@ -68,35 +70,35 @@ def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    steps = pipeline.plan_all(settings, log, args.source)
-    out(pipeline.render_plan(steps))
-    pipeline.execute(steps)
+    job = plan.plan_all(settings, log, args.source)
+    out(job.render())
+    plan.execute(job, log)
     out("all: done")
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser("fetch", parents=[common], help="fill the verified source cache")
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(subparsers, "fetch", "fill the verified source cache (sources and the pinned wheelhouse)", [common.build])
     p.set_defaults(func=cmd_fetch)
 
-    src = subparsers.add_parser("source", help="source archive operations")
-    src_sub = src.add_subparsers(dest="source_command", metavar="ACTION")
-    p = src_sub.add_parser("prune", parents=[common], help="write the deterministic source subset of a variant")
+    src_sub = add_group(subparsers, "source", "source archive operations", "source_command")
+    p = add_command(src_sub, "prune", "write the deterministic source subset of a variant", [common.build])
     p.add_argument("--output", help="also copy the pruned archive and pruned.json into this directory")
     p.set_defaults(func=cmd_prune)
 
-    b = subparsers.add_parser("build", help="build a component")
-    b_sub = b.add_subparsers(dest="build_command", metavar="WHAT")
-    p = b_sub.add_parser("llvm", parents=[common], help="build an LLVM variant into an install tree")
+    b_sub = add_group(subparsers, "build", "build a component", "build_command")
+    p = add_command(b_sub, "llvm", "build an LLVM variant into an install tree", [common.build])
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
     p.add_argument("--option", action="append", help="override a recipe option, KEY=VALUE; repeatable")
     p.add_argument("--keep-build", action="store_true", help="keep the build directory (Conan home) afterwards")
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
     p.set_defaults(func=cmd_build_llvm)
 
-    p = subparsers.add_parser("variants", parents=[common], help="list the recipe's variants")
+    p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
     p.set_defaults(func=cmd_variants)
 
-    p = subparsers.add_parser("all", parents=[common], help="the main job: fetch, prune, build, image and wheel of the default variant")
+    p = add_command(
+        subparsers, "all", "the main job: fetch, prune, build, image and wheel of the default variant", [common.build]
+    )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
     p.set_defaults(func=cmd_all)

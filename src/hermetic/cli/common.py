@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RecipeError
@@ -15,22 +16,49 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 Subparsers = Any  # argparse's _SubParsersAction is private
 
 
-def common_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("common options")
+@dataclass(frozen=True)
+class Common:
+    """The option sets commands inherit: `base` for every command, `build` for those that fetch or build."""
+
+    base: argparse.ArgumentParser
+    build: argparse.ArgumentParser
+
+
+def common_parsers() -> Common:
     # SUPPRESS keeps options the user did not give out of the namespace, so env and pyproject can fill them.
     s = argparse.SUPPRESS
+    base = argparse.ArgumentParser(add_help=False)
+    g = base.add_argument_group("common options")
     g.add_argument("--root", default=s, help="hermetic checkout holding recipes/ and toolchain/")
     g.add_argument("--cache", dest="cache_dir", default=s, help="source cache (HERMETIC_CACHE; ~/.cache/hermetic)")
     g.add_argument("--work-dir", dest="work_dir", default=s, help="where builds happen (HERMETIC_WORK_DIR; ./build)")
+    g.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
+    build = argparse.ArgumentParser(add_help=False, parents=[base])
+    g = build.add_argument_group("build options")
     g.add_argument("--variant", default=s, help="recipe variant (HERMETIC_VARIANT; the recipe's default)")
     g.add_argument("--mirror", dest="mirrors", action="append", default=s, help="directory holding source archives; repeatable")
     g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
     g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")
-    g.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
     g.add_argument("--no-apt", dest="use_apt", action="store_false", default=s, help="do not fetch through apt")
     g.add_argument("--no-urls", dest="use_urls", action="store_false", default=s, help="do not download from URLs")
-    return p
+    return Common(base, build)
+
+
+def add_command(
+    subparsers: Subparsers, name: str, help: str, parents: Sequence[argparse.ArgumentParser] = ()
+) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` starts with what it does."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, parents=list(parents), help=help, description=help[:1].upper() + help[1:] + "."
+    )
+    return parser
+
+
+def add_group(subparsers: Subparsers, name: str, help: str, dest: str) -> Subparsers:
+    """A command with subcommands (`build llvm`); without one it is a usage error naming them."""
+    group = add_command(subparsers, name, help)
+    sub = group.add_subparsers(dest=dest, metavar="ACTION", required=True)
+    return sub
 
 
 def out(text: str) -> None:

@@ -9,7 +9,7 @@ from ..attest import WHEEL_RECORD, is_layout
 from ..errors import UsageError, VerifyError
 from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
 from ..settings import Settings
-from .common import Subparsers, out, out_json
+from .common import Common, Subparsers, add_command, out, out_json
 
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
@@ -38,10 +38,11 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "inspect", parents=[common],
-        help="what an image layout, image reference or wheel is, what it was built from, whether its attestations match",
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(
+        subparsers, "inspect",
+        "what an image layout, image reference or wheel is, what it was built from, whether its attestations match",
+        [common.base],
     )
     p.add_argument("target", metavar="LAYOUT|REF|WHEEL", help="an OCI image layout, REGISTRY/REPO[:TAG], a .whl or a record")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
 from ..settings import resolve
 from . import attest, build, inspect, oci, verify, wheel
-from .common import Handler, common_parser
+from .common import Handler, common_parsers
 
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, oci, wheel, verify, attest, inspect)
@@ -23,11 +23,11 @@ _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = common_parser()
+    common = common_parsers()
     parser = argparse.ArgumentParser(
         prog="hermetic",
         description="Reproducible, offline builds of slim LLVM toolchains and the GPU compiler wheels built on them.",
-        parents=[common],
+        parents=[common.build],
     )
     parser.add_argument("--version", action="version", version=f"hermetic {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

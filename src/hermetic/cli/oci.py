@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .. import recipe
 from ..attest import attest_image
 from ..errors import VerifyError
 from ..oci.layer import check_compression
@@ -20,7 +21,7 @@ from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
 from ..oci.registry import DEFAULT_CHUNK, Progress, make_client, parse_reference, pull_layout, push_layout
 from ..oci.unpack import unpack_layout, verify_tree
 from ..settings import Settings
-from .common import Subparsers, out, say
+from .common import Common, Subparsers, add_command, add_group, out, say
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -42,7 +43,7 @@ def record_path(settings: Settings, variant: str) -> Path:
 
 
 def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
-    variant = getattr(args, "variant", None) or settings.variant
+    variant = settings.variant or recipe.load(settings.recipes_dir).default_variant
     check_compression(args.compression)
     rec = Path(args.record) if args.record else record_path(settings, variant)
     spec = spec_from_record(rec, arch=args.arch)
@@ -159,14 +160,11 @@ def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    image = subparsers.add_parser("image", parents=[common], help="write OCI image layouts")
-    image_sub = image.add_subparsers(dest="image_command", metavar="{llvm,index}")
-    image_sub.required = True
+def register(subparsers: Subparsers, common: Common) -> None:
+    image_sub = add_group(subparsers, "image", "write OCI image layouts", "image_command")
 
-    llvm = image_sub.add_parser("llvm", parents=[common], help="an OCI image layout of a built LLVM variant")
-    if "--variant" not in common._option_string_actions:  # the lead's common options may carry it already
-        llvm.add_argument("--variant", help="variant to package (default: the configured variant)")
+    llvm = add_command(image_sub, "llvm", "an OCI image layout of a built LLVM variant", [common.base])
+    llvm.add_argument("--variant", default=argparse.SUPPRESS, help="variant to package (default: the configured variant)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
@@ -178,12 +176,12 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     llvm.set_defaults(func=cmd_image_llvm)
 
-    index = image_sub.add_parser("index", parents=[common], help="merge per-architecture layouts into one index")
+    index = add_command(image_sub, "index", "merge per-architecture layouts into one index", [common.base])
     index.add_argument("layouts", nargs="+", metavar="LAYOUT")
     index.add_argument("--output", required=True, help="layout directory to write")
     index.set_defaults(func=cmd_image_index)
 
-    push = subparsers.add_parser("push", parents=[common], help="push an image layout to a registry")
+    push = add_command(subparsers, "push", "push an image layout to a registry", [common.base])
     push.add_argument("layout", metavar="LAYOUT")
     push.add_argument("ref", metavar="REF", help="REGISTRY/REPOSITORY[:TAG]")
     push.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
@@ -202,7 +200,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     push.set_defaults(func=cmd_push)
 
-    pull = subparsers.add_parser("pull", parents=[common], help="pull an image into a layout or unpack it")
+    pull = add_command(subparsers, "pull", "pull an image into a layout or unpack it", [common.base])
     pull.add_argument("ref", metavar="REF")
     where = pull.add_mutually_exclusive_group(required=True)
     where.add_argument("--layout", metavar="DIR", help="write an OCI image layout")
@@ -216,7 +214,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     pull.set_defaults(func=cmd_pull)
 
-    vt = subparsers.add_parser("verify-tree", parents=[common], help="compare an unpacked tree with its build record")
+    vt = add_command(subparsers, "verify-tree", "compare an unpacked tree with its build record", [common.base])
     vt.add_argument("dir", metavar="DIR")
     vt.add_argument("--record", required=True, help="the record.json of the build")
     vt.set_defaults(func=cmd_verify_tree)

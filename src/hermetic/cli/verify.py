@@ -9,7 +9,7 @@ from pathlib import Path
 from ..log import stderr_log
 from ..settings import Settings
 from ..verify import Mismatch, verify
-from .common import Subparsers, out, out_json, say
+from .common import Common, Subparsers, add_command, out, out_json, say
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
@@ -40,10 +40,11 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "verify", parents=[common],
-        help="rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(
+        subparsers, "verify",
+        "rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
+        [common.build],
     )
     p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout, a .whl or wheel-record.json")
     p.add_argument("--record", help="for an image: the record.json it was written from (default: found in WORK_DIR, else its provenance)")

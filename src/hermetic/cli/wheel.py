@@ -10,7 +10,7 @@ from ..attest import attest_wheel
 from ..log import stderr_log
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
-from .common import Subparsers, out, out_json
+from .common import Common, Subparsers, add_command, out, out_json
 
 
 def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
@@ -36,9 +36,9 @@ def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser(
-        "wheel", parents=[common], help="build the compiler core's wheel against an LLVM prefix, offline and reproducibly"
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(
+        subparsers, "wheel", "build the compiler core's wheel against an LLVM prefix, offline and reproducibly", [common.build]
     )
     p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
     p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
@@ -46,8 +46,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--wheelhouse", metavar="DIR", help="the pinned build requirements (default: CACHE/wheelhouse)")
     p.set_defaults(func=cmd_wheel)
 
-    w = subparsers.add_parser(
-        "wheelhouse", parents=[common], help="download the hash-pinned build requirements (part of `hermetic fetch`)"
+    w = add_command(
+        subparsers, "wheelhouse", "download the hash-pinned build requirements (part of `hermetic fetch`)", [common.build]
     )
     w.add_argument("--dest", metavar="DIR", help="fill this directory instead of CACHE/wheelhouse")
     w.set_defaults(func=cmd_wheelhouse)

@@ -1,0 +1,194 @@
+"""Plan first, then execute: the steps of a job, each with the digest of its own inputs.
+
+Planning is pure: it reads the recipes, the cache and earlier records to decide each step's
+state, and runs nothing (no fetch, no prune, no download). Resolving inputs (fetch, the
+wheelhouse, prune) are steps like the build. A step is `done` when a finished, intact result
+for the same inputs digest exists, `skip` when the job does not need it (with the reason),
+`run` otherwise; `pull` is the state of a step satisfied from elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import llvm, recipe, sources, steps, wheel, wheelhouse
+from .digests import file_sha256
+from .errors import HermeticError, SourceError
+from .log import Log
+from .settings import Settings
+
+RUN, DONE, SKIP, PULL = "run", "done", "skip", "pull"
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str  # fetch | wheelhouse | prune | build | image | wheel
+    name: str  # as shown, e.g. "build llvm-nvptx"
+    inputs_digest: str
+    state: str
+    detail: str  # what it does, or why it is done or skipped
+    action: Callable[[], object] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    variant: str
+    steps: tuple[Step, ...]
+
+    def upto(self, key: str) -> Plan:
+        """The plan narrowed to the steps a job ending at `key` needs (wheelhouse only for the wheel)."""
+        keys = [s.key for s in self.steps]
+        kept = self.steps[: keys.index(key) + 1]
+        return Plan(self.variant, tuple(s for s in kept if s.key != "wheelhouse" or key == "wheel"))
+
+    def step(self, key: str) -> Step:
+        return next(s for s in self.steps if s.key == key)
+
+    def render(self) -> str:
+        lines = ["plan:"]
+        for i, s in enumerate(self.steps, 1):
+            lines.append(f"  {i}. [{s.state:<4}] {s.name:<22} inputs {s.inputs_digest[:16]}  {s.detail}")
+        return "\n".join(lines)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def plan_all(
+    settings: Settings,
+    log: Log,
+    source: str = "pruned",
+    *,
+    variant_name: str | None = None,
+    overrides: dict[str, str] | None = None,
+    force: bool = False,
+    keep_build: bool = False,
+) -> Plan:
+    """The main job: fetch, wheelhouse, prune, build, image, wheel."""
+    rec = recipe.load(settings.recipes_dir)
+    variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
+    mode, path, path_sha = _source_mode(source)
+    pins = sorted(a.sha256 for a in rec.archives)
+
+    def fetch() -> sources.CachedArchive:
+        return sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
+
+    # fetch: the release archive, by its pinned digest
+    if mode == "path":
+        fetch_step = Step("fetch", "fetch source", _digest(pins), SKIP, f"--source {path} is used instead", fetch)
+    else:
+        hit = sources.cached(settings.cache_dir, rec)
+        fetch_step = Step(
+            "fetch", "fetch source", _digest(pins),
+            DONE if hit else RUN,
+            f"cached: {hit.archive.file} ({hit.origin})" if hit else _origins(settings),
+            fetch,
+        )
+
+    # wheelhouse: the hash-pinned build requirements of the wheel, only when there is a wheel
+    has_nvptx = "NVPTX" in variant.values("targets")
+    reqs = wheelhouse.load_requirements(settings.toolchain_dir / "build-requirements.txt")
+    house = wheelhouse.wheelhouse_dir(settings)
+    if not has_nvptx:
+        house_step = Step("wheelhouse", "fetch wheelhouse", reqs.digest(), SKIP, _no_wheel(variant), lambda: None)
+    else:
+        missing = wheelhouse.check_wheelhouse(house, reqs).missing
+        house_step = Step(
+            "wheelhouse", "fetch wheelhouse", reqs.digest(),
+            RUN if missing else DONE,
+            f"{len(missing)} of {len(reqs.items)} pinned wheels missing" if missing else f"complete in {house}",
+            lambda: wheelhouse.fetch_wheelhouse(settings, log),
+        )
+
+    # prune: the variant's deterministic subset of the release
+    prune_id = _digest("prune", sources.PRUNE_RULES_VERSION, pins, variant.values("targets"), variant.values("projects"))
+    if mode != "pruned":
+        prune_step = Step("prune", "prune source", prune_id, SKIP, f"--source {source} builds without pruning", lambda: None)
+    else:
+        pruned = _pruned_in_cache(settings, rec, variant)
+        prune_step = Step(
+            "prune", "prune source", prune_id,
+            DONE if pruned else RUN,
+            f"cached: {pruned.name}" if pruned else f"{variant.name} subset of llvm-project {rec.version}",
+            lambda: steps.ensure_pruned(settings, rec, fetch(), variant, log),
+        )
+
+    # build: the install tree
+    build_id = llvm.inputs_digest(rec, variant, llvm.source_identity(mode, path_sha))
+
+    def build() -> object:
+        inputs = steps.build_inputs(settings, rec, variant, source, log)
+        if inputs.digest() != build_id:
+            raise HermeticError("the build's inputs changed between planning and building",
+                                f"planned {build_id[:16]}, got {inputs.digest()[:16]}", "run the command again")
+        return llvm.build(settings, inputs, log, keep_build=keep_build)
+
+    done, why = (None, "--force") if force else steps.finished_build(settings, variant.name, build_id)
+    build_step = Step(
+        "build", f"build llvm-{variant.name}", build_id,
+        DONE if done else RUN,
+        f"up to date: {done}" if done else f"{why}; {settings.jobs} jobs, offline={settings.offline}",
+        build,
+    )
+
+    # image: always rewritten (deterministic, seconds), so never trusted from an earlier run
+    image_dir = settings.work_dir / "images"
+    record_json = llvm.build_dir(settings, variant.name) / "record.json"
+    image_step = Step(
+        "image", f"image llvm-{variant.name}", _digest("image", build_id, "gzip"), RUN,
+        f"OCI layout under {image_dir}",
+        lambda: steps.make_image(settings, record_json, image_dir, log),
+    )
+
+    # wheel: the compiler core against the tree (it lowers to PTX: a variant without NVPTX cannot host it)
+    prefix = llvm.build_dir(settings, variant.name) / "install" / rec.prefix(variant.name).lstrip("/")
+    wrec = wheel.load_wheel_recipe(settings.recipes_dir)
+    wheel_id = _digest("wheel", build_id, wrec.digest(), reqs.digest())
+    wheel_step = Step(
+        "wheel", "wheel src/compiler", wheel_id,
+        RUN if has_nvptx else SKIP,
+        f"tilec against {rec.prefix(variant.name)}, offline" if has_nvptx else _no_wheel(variant),
+        lambda: steps.make_wheel(settings, prefix, log),
+    )
+    return Plan(variant.name, (fetch_step, house_step, prune_step, build_step, image_step, wheel_step))
+
+
+def _source_mode(source: str) -> tuple[str, Path | None, str]:
+    if source in ("pruned", "full"):
+        return source, None, ""
+    path = Path(source).resolve()
+    if not path.is_file():
+        raise SourceError(f"source archive {path} does not exist", "", "pass an existing .tar.xz, or pruned / full")
+    return "path", path, file_sha256(path)
+
+
+def _origins(settings: Settings) -> str:
+    allowed = [f"{len(settings.mirrors)} mirror dir(s)"] if settings.mirrors else []
+    allowed += ["URLs"] if settings.use_urls else []
+    allowed += ["apt"] if settings.use_apt else []
+    return "from " + (", ".join(allowed) if allowed else "nowhere: all origins are off")
+
+
+def _no_wheel(variant: recipe.Variant) -> str:
+    return f"variant {variant.name} has no NVPTX target, so no wheel"
+
+
+def _pruned_in_cache(settings: Settings, rec: recipe.Recipe, variant: recipe.Variant) -> Path | None:
+    hit = sources.cached(settings.cache_dir, rec)
+    if hit is None:
+        return None
+    path = steps.pruned_path(settings, rec, hit.archive, variant)
+    return path if path.is_file() and path.with_name("pruned.json").is_file() else None
+
+
+def execute(plan: Plan, log: Log) -> None:
+    for s in plan.steps:
+        if s.state == RUN:
+            log(f"==> {s.name}")
+            s.action()
+

@@ -4,6 +4,8 @@ whether a build is finished, write the image, build the wheel. Planning itself i
 from __future__ import annotations
 
 import json
+import lzma
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ def ensure_pruned(
     dest = pruned_path(settings, rec, src.archive, variant)
     meta_path = dest.with_name("pruned.json")
     if dest.is_file() and meta_path.is_file():
-        meta: dict[str, Any] = json.loads(meta_path.read_text())
+        meta = _pruned_meta(meta_path)
         if file_sha256(dest) == meta.get("sha256"):
             log(f"prune: {dest.name} already in the cache")
             return meta
@@ -47,6 +49,30 @@ def ensure_pruned(
     return meta
 
 
+def _pruned_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(
+            f"{path} is damaged", f"not valid JSON: {exc}", f"remove {path} and prune again (`hermetic source prune`)"
+        ) from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+        raise SourceError(f"{path} is damaged", "it names no sha256", f"remove {path} and prune again")
+    return meta
+
+
+def _check_archive(path: Path) -> None:
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for _ in tar:
+                pass
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
+        raise SourceError(
+            f"{path} is not a readable source archive", f"truncated or corrupt: {exc}",
+            "copy the archive again (with its pruned.json), or build with --source pruned",
+        ) from exc
+
+
 def build_inputs(
     settings: Settings,
     rec: recipe.Recipe,
@@ -60,8 +86,12 @@ def build_inputs(
         if not path.is_file():
             raise SourceError(f"source archive {path} does not exist", "", "pass an existing .tar.xz")
         meta_path = path.with_name("pruned.json")
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        meta = _pruned_meta(meta_path) if meta_path.is_file() else None
         digest = file_sha256(path)
+        if meta is None:
+            # Nothing vouches for this archive: read it through once so a truncated or damaged
+            # file fails here, clearly, rather than deep inside Conan.
+            _check_archive(path)
         if meta is not None and meta.get("sha256") != digest:
             raise SourceError(
                 f"{path} does not match {meta_path}",

@@ -1,0 +1,104 @@
+"""A failed, interrupted or cut-off rebuild never destroys the previous good build."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+from hermetic import llvm, recipe, sandbox
+from hermetic.errors import SubprocessFailed
+from hermetic.settings import Settings
+
+pytestmark = pytest.mark.unit
+
+
+def _good_build(out: Path) -> dict[str, object]:
+    """What a finished build leaves: an install tree, the test_package output and a record naming the tree."""
+    (out / "install" / "usr").mkdir(parents=True)
+    (out / "install" / "usr" / "lib.a").write_bytes(b"good")
+    (out / "test_package").mkdir()
+    rec = {"tree": {"digest": "sha256:good"}, "install_root": str(out / "install")}
+    (out / "record.json").write_text(json.dumps(rec))
+    return rec
+
+
+def _inputs(tmp_path: Path) -> tuple[Settings, llvm.BuildInputs]:
+    settings = Settings(root=ROOT, cache_dir=tmp_path / "c", work_dir=tmp_path / "w", quiet=True, offline="off")
+    rec = recipe.load(ROOT / "recipes")
+    variant = recipe.resolve_variant(rec, "support")
+    archive = tmp_path / "src.tar.xz"
+    archive.write_bytes(b"x")
+    return settings, llvm.BuildInputs(rec, variant, archive, "00" * 32, (), None, source_mode="path")
+
+
+@pytest.mark.parametrize("failure", [SubprocessFailed("build LLVM", ["conan", "create"], 1, "boom"), KeyboardInterrupt()])
+def test_failed_rebuild_keeps_the_previous_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
+) -> None:
+    settings, inputs = _inputs(tmp_path)
+    out = llvm.build_dir(settings, "support")
+    rec = _good_build(out)
+    seen: list[Path] = []
+
+    def fail(argv: list[str], **kw: object) -> str:
+        # the rebuild is under way in .new when it fails
+        seen.append(out / llvm.NEW)
+        assert (out / llvm.NEW / "recipe").is_dir()
+        raise failure
+
+    monkeypatch.setattr(sandbox, "run", fail)
+    with pytest.raises(type(failure)):
+        llvm.build(settings, inputs, lambda m: None)
+    assert seen, "the build never started"
+    assert json.loads((out / "record.json").read_text()) == rec
+    assert (out / "install" / "usr" / "lib.a").read_bytes() == b"good"
+    assert not (out / llvm.NEW).exists(), "the partial build (Conan home and all) must not stay behind"
+
+
+def test_kept_partial_build_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, inputs = _inputs(tmp_path)
+    out = llvm.build_dir(settings, "support")
+    _good_build(out)
+
+    def fail(argv: list[str], **kw: object) -> str:
+        raise SubprocessFailed("build LLVM", ["conan"], 1, "boom")
+
+    monkeypatch.setattr(sandbox, "run", fail)
+    logged: list[str] = []
+    with pytest.raises(SubprocessFailed):
+        llvm.build(settings, inputs, logged.append, keep_build=True)
+    assert (out / llvm.NEW / "recipe").is_dir() and any(str(out / llvm.NEW) in m for m in logged)
+
+
+def _cut_off_swap(out: Path, after_commit: bool) -> None:
+    """The state a swap leaves when killed between its renames (see llvm._swap_in)."""
+    (out / ".swap").write_text("sha256:new\n")
+    for name in ("install", "test_package"):
+        os.rename(out / name, out / f".old-{name}")
+        (out / name).mkdir()
+        (out / name / "new").write_text("new")
+    if after_commit:
+        (out / "record.json").write_text(json.dumps({"tree": {"digest": "sha256:new"}}))
+
+
+def test_swap_cut_off_before_the_record_rolls_back(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    rec = _good_build(out)
+    _cut_off_swap(out, after_commit=False)
+    llvm.recover(out)
+    assert json.loads((out / "record.json").read_text()) == rec
+    assert (out / "install" / "usr" / "lib.a").read_bytes() == b"good"
+    assert not list(out.glob(".old-*")) and not (out / ".swap").exists()
+
+
+def test_swap_cut_off_after_the_record_completes(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    _good_build(out)
+    _cut_off_swap(out, after_commit=True)
+    llvm.recover(out)
+    assert (out / "install" / "new").read_text() == "new"
+    assert not list(out.glob(".old-*")) and not (out / ".swap").exists()

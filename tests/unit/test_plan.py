@@ -1,0 +1,92 @@
+"""The plan is pure: it is computed and printed before anything runs, and each step says honestly what it will do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, hermetic
+from hermetic import plan
+from hermetic.settings import Settings
+
+pytestmark = pytest.mark.unit
+
+
+def _settings(tmp_path: Path, **kw: object) -> Settings:
+    return Settings(root=ROOT, cache_dir=tmp_path / "cache", work_dir=tmp_path / "work", quiet=True, **kw)  # type: ignore[arg-type]
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+def test_planning_runs_nothing(tmp_path: Path) -> None:
+    logged: list[str] = []
+    job = plan.plan_all(_settings(tmp_path), logged.append)
+    assert _files(tmp_path) == [] and logged == []
+    states = {s.key: s.state for s in job.steps}
+    # nothing cached, nothing built: every step of the default (NVPTX) variant has to run
+    assert states == {k: plan.RUN for k in ("fetch", "wheelhouse", "prune", "build", "image", "wheel")}
+
+
+def test_each_step_has_its_own_inputs_digest(tmp_path: Path) -> None:
+    job = plan.plan_all(_settings(tmp_path), lambda m: None)
+    digests = [s.inputs_digest for s in job.steps]
+    assert len(set(digests)) == len(digests)
+    # and they are stable: the same inputs plan to the same digests from another work dir
+    again = plan.plan_all(_settings(tmp_path / "elsewhere"), lambda m: None)
+    assert [s.inputs_digest for s in again.steps] == digests
+
+
+def test_variant_without_nvptx_skips_wheel_and_wheelhouse_with_reasons(tmp_path: Path) -> None:
+    job = plan.plan_all(_settings(tmp_path, variant="support"), lambda m: None)
+    for key in ("wheelhouse", "wheel"):
+        step = job.step(key)
+        assert step.state == plan.SKIP and "no NVPTX target" in step.detail
+
+
+def test_build_plan_is_the_main_plan_narrowed(tmp_path: Path) -> None:
+    full = plan.plan_all(_settings(tmp_path), lambda m: None)
+    narrowed = full.upto("build")
+    assert [s.key for s in narrowed.steps] == ["fetch", "prune", "build"]
+    assert narrowed.step("build") == full.step("build")
+
+
+def test_options_change_the_build_digest_and_force_says_why(tmp_path: Path) -> None:
+    s = _settings(tmp_path, variant="support")
+    base = plan.plan_all(s, lambda m: None).step("build")
+    other = plan.plan_all(s, lambda m: None, overrides={"targets": "NVPTX"}).step("build")
+    assert base.inputs_digest != other.inputs_digest
+    forced = plan.plan_all(s, lambda m: None, force=True).step("build")
+    assert forced.state == plan.RUN and "--force" in forced.detail
+
+
+def test_source_path_skips_fetch_and_prune(tmp_path: Path) -> None:
+    archive = tmp_path / "src.tar.xz"
+    archive.write_bytes(b"not really an archive")
+    job = plan.plan_all(_settings(tmp_path), lambda m: None, str(archive))
+    assert job.step("fetch").state == plan.SKIP and job.step("prune").state == plan.SKIP
+
+
+def test_plan_is_printed_before_anything_runs(tmp_path: Path) -> None:
+    """`hermetic all` with no way to fetch: the plan is on stdout, then the fetch step fails."""
+    proc = hermetic(
+        "all", "--variant", "support", "--cache", str(tmp_path / "c"), "--work-dir", str(tmp_path / "w"),
+        "--no-urls", "--no-apt", check=False, env={"HOME": str(tmp_path)},
+    )
+    assert proc.stdout.startswith("plan:\n")
+    lines = proc.stdout.splitlines()
+    assert "[run ] fetch source" in lines[1] and "from nowhere: all origins are off" in lines[1]
+    assert "[skip] fetch wheelhouse" in lines[2] and "[skip] wheel src/compiler" in lines[6]
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").rglob("record.json"))
+
+
+def test_build_llvm_prints_its_plan_on_stderr(tmp_path: Path) -> None:
+    proc = hermetic(
+        "build", "llvm", "--variant", "support", "--cache", str(tmp_path / "c"), "--work-dir", str(tmp_path / "w"),
+        "--no-urls", "--no-apt", check=False, env={"HOME": str(tmp_path)},
+    )
+    assert proc.stdout == "" and proc.stderr.startswith("plan:\n")
+    assert "build llvm-support" in proc.stderr and proc.returncode == 4

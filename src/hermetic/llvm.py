@@ -228,6 +228,7 @@ def _build_into(new: Path, out: Path, settings: Settings, inputs: BuildInputs, l
         log_path=log_path,
         quiet=settings.quiet,
         label=f"llvm-{variant.name}",
+        phases=("compile", "install", "test_package"),
     )
     listing = sandbox.run(
         [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],

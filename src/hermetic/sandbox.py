@@ -95,28 +95,48 @@ def build_env(epoch: int, extra: Mapping[str, str] | None = None, host: Mapping[
 
 
 class Progress:
-    """Shows ninja's [n/N] as a running count; quiet mode prints nothing until the end."""
+    """Shows ninja's [n/N] as a running count; quiet mode prints nothing until the end.
 
-    def __init__(self, label: str, quiet: bool, stream: TextIO = sys.stderr) -> None:
+    One step may run ninja several times (compile, install, test_package): a count that starts
+    again is the next phase, named from `phases` so that 209/209 is not followed by a bare 0/4.
+    """
+
+    def __init__(self, label: str, quiet: bool, stream: TextIO = sys.stderr, phases: Sequence[str] = ()) -> None:
         self.label = label
         self.quiet = quiet
         self.stream = stream
         self.tty = stream.isatty()
         self.last_pct = -1
         self.last_time = 0.0
+        self.phases = tuple(phases)
+        self.phase = 0
+        self.last = (0, 0)
+
+    @property
+    def name(self) -> str:
+        if not self.phases:
+            return self.label
+        what = self.phases[self.phase] if self.phase < len(self.phases) else f"phase {self.phase + 1}"
+        return f"{self.label} {what}"
 
     def line(self, text: str) -> None:
         m = _PROGRESS.match(text)
         if not m or self.quiet:
             return
         n, total = int(m.group(1)), int(m.group(2))
+        if self.last != (0, 0) and (total != self.last[1] or n < self.last[0]):
+            if self.tty:
+                self.stream.write("\n")
+            self.phase += 1
+            self.last_pct = -1
+        self.last = (n, total)
         pct = n * 100 // max(total, 1)
         now = time.monotonic()
         if self.tty:
-            self.stream.write(f"\r{self.label}: [{n}/{total}] {pct}%")
+            self.stream.write(f"\r{self.name}: [{n}/{total}] {pct}%")
             self.stream.flush()
         elif pct != self.last_pct and (now - self.last_time > 10 or n == total or pct // 10 != self.last_pct // 10):
-            self.stream.write(f"{self.label}: [{n}/{total}] {pct}%\n")
+            self.stream.write(f"{self.name}: [{n}/{total}] {pct}%\n")
             self.stream.flush()
             self.last_time = now
         self.last_pct = pct
@@ -136,13 +156,14 @@ def run(
     log_path: Path | None = None,
     quiet: bool = False,
     label: str = "",
+    phases: Sequence[str] = (),
     fix: str = "",
 ) -> str:
     """Run one step; returns its output. Failure raises SubprocessFailed with a repro line."""
     full = [*prefix, *argv]
     if shutil.which(full[0], path=env.get("PATH")) is None:
         raise EnvironmentError_(f"{full[0]} is not installed", f"needed to {what}", "run the README's set-up command")
-    progress = Progress(label or what, quiet)
+    progress = Progress(label or what, quiet, phases=phases)
     chunks: list[str] = []
     log = open(log_path, "a") if log_path else None
     try:

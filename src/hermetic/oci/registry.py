@@ -10,6 +10,7 @@ points at missing ones; rerunning it skips what is already there.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import http.client
 import json
@@ -28,7 +29,7 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import RegistryError, UsageError, VerifyError
+from ..errors import RegistryError, UsageError, VerifyError, disk_full
 from .layout import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -40,6 +41,7 @@ from .layout import (
     Descriptor,
     Layout,
     _replace_dir,
+    check_platform,
     host_arch,
     pick_root,
     sha256_digest,
@@ -624,6 +626,8 @@ class RegistryClient:
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 tmp.unlink(missing_ok=True)
+                if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                    raise disk_full(str(dest), exc) from exc  # retrying cannot help
                 if attempt == self.retries:
                     raise TransientRegistryError(
                         f"downloading {desc.digest} failed", str(exc), "rerun the pull"
@@ -764,6 +768,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         layout = Layout(tmpdir)
         layout.init()
         platform = None
+        want = arch  # a single manifest is checked only against an --arch the user gave
         if media_type in INDEX_TYPES:
             layout.put_bytes(body)
             index = Descriptor(media_type, digest, len(body))
@@ -800,9 +805,12 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         layout.put_bytes(body)
         manifest = Descriptor(media_type, digest, len(body))
         children = layout.children(manifest)
-        for blob in children:
-            client.fetch_blob(repo, blob, layout.blob_path(blob.digest))
+        # the config first: it says what platform this is before any layer is downloaded
+        client.fetch_blob(repo, children[0], layout.blob_path(children[0].digest))
         config = layout.read_json(children[0])
+        check_platform(config, want, "linux", str(ref))
+        for blob in children[1:]:
+            client.fetch_blob(repo, blob, layout.blob_path(blob.digest))
         if platform is None:
             platform = {"architecture": str(config.get("architecture", "")), "os": str(config.get("os", ""))}
         verify_diff_ids(layout, config, children[1:])

@@ -1,4 +1,4 @@
-"""Pulling against an in-process read-only registry: platform checks, disk full."""
+"""Pulling against an in-process read-only registry: platform checks, 404s told apart, disk full."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fake_http import FakeHandler, FakeServer
-from hermetic.errors import EnvironmentError_, VerifyError
+from hermetic.errors import EnvironmentError_, RegistryError, VerifyError
 from hermetic.oci import registry as registry_mod
 from hermetic.oci import unpack as unpack_mod
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
@@ -144,6 +144,43 @@ def test_unpack_of_a_single_platform_layout_checks_arch(tmp_path: Path) -> None:
     assert not (tmp_path / "root").exists()
     unpack_layout(layout, tmp_path / "root2")  # no --arch: whatever the image is
     assert (tmp_path / "root2/usr/ok.txt").read_bytes() == b"fine"
+
+
+# -- item: a 404 says whether the repository or the tag is missing --------------------------------
+
+
+@pytest.mark.parametrize("name_unknown", [True, False], ids=["NAME_UNKNOWN", "MANIFEST_UNKNOWN-only"])
+def test_missing_repository_is_told_apart(tmp_path: Path, name_unknown: bool) -> None:
+    layout, desc = tiny_image(tmp_path / "src")
+    reg = ReadOnlyRegistry(layout, "team/llvm", {"1": desc.digest}, name_unknown=name_unknown)
+    threading.Thread(target=reg.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with client(reg) as c, pytest.raises(RegistryError) as exc:
+            pull_layout(c, parse_reference(f"{reg.host}/team/llmv:1"), tmp_path / "out")
+    finally:
+        reg.shutdown()
+        reg.server_close()
+    assert "repository" in exc.value.what and "does not exist" in exc.value.what and "team/llmv" in exc.value.what
+    assert exc.value.fix and "hermetic push" in exc.value.fix
+    assert exc.value.exit_code == 7
+
+
+def test_missing_tag_is_told_apart_and_lists_tags(served: tuple[ReadOnlyRegistry, Descriptor], tmp_path: Path) -> None:
+    reg, _ = served
+    with client(reg) as c, pytest.raises(RegistryError) as exc:
+        pull_layout(c, parse_reference(f"{reg.host}/team/llvm:3"), tmp_path / "out")
+    assert "no tag '3'" in exc.value.what
+    assert "1, 2" in exc.value.why
+    assert exc.value.fix and f"{reg.host}/team/llvm:1" in exc.value.fix
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_digest_is_told_apart(served: tuple[ReadOnlyRegistry, Descriptor], tmp_path: Path) -> None:
+    reg, _ = served
+    missing = "sha256:" + "0" * 64
+    with client(reg) as c, pytest.raises(RegistryError) as exc:
+        pull_layout(c, parse_reference(f"{reg.host}/team/llvm@{missing}"), tmp_path / "out")
+    assert missing in exc.value.what and exc.value.fix
 
 
 # -- disk full ------------------------------------------------------------------------------------

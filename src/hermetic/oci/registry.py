@@ -82,6 +82,15 @@ class Reference:
         return out
 
 
+def _error_codes(body: bytes) -> list[str]:
+    """The distribution spec's error codes in a response body ({"errors": [{"code": …}]})."""
+    try:
+        errors = json.loads(body).get("errors") or []
+        return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
+    except (ValueError, AttributeError):
+        return []
+
+
 def parse_reference(text: str) -> Reference:
     bad = UsageError(
         f"invalid image reference {text!r}",
@@ -643,10 +652,12 @@ class RegistryClient:
             "GET",
             f"/v2/{repo}/manifests/{reference}",
             headers={"Accept": ACCEPT},
-            ok=(200,),
+            ok=(200, 404),
             scopes=[f"repository:{repo}:pull"],
         )
         assert isinstance(resp, _Response)
+        if resp.status == 404:
+            raise self._manifest_not_found(repo, reference, resp)
         media_type = resp.header("Content-Type").split(";")[0].strip()
         try:
             doc = json.loads(resp.body)
@@ -654,6 +665,56 @@ class RegistryClient:
             raise VerifyError(f"manifest {repo}:{reference} is not JSON", str(exc), "") from exc
         media_type = str(doc.get("mediaType") or media_type) if isinstance(doc, dict) else media_type
         return media_type, resp.body
+
+    def list_tags(self, repo: str) -> list[str] | None:
+        """The repository's tags, or None when the registry says the repository does not exist."""
+        resp = self.request("GET", f"/v2/{repo}/tags/list", ok=(200, 404), scopes=[f"repository:{repo}:pull"])
+        assert isinstance(resp, _Response)
+        if resp.status == 404:
+            return None
+        try:
+            tags = json.loads(resp.body).get("tags") or []
+        except (ValueError, AttributeError) as exc:
+            raise RegistryError(f"{self.registry}/{repo}: the tag list is not JSON", str(exc), "") from exc
+        return [str(t) for t in tags]
+
+    def _manifest_not_found(self, repo: str, reference: str, resp: _Response) -> RegistryError:
+        """A 404 on a manifest, told apart: no such repository, no such tag, or no such digest.
+
+        The distribution spec's error codes say which (NAME_UNKNOWN, MANIFEST_UNKNOWN); registries
+        that answer MANIFEST_UNKNOWN for both are asked for the repository's tag list.
+        """
+        codes = _error_codes(resp.body)
+        name = f"{self.registry}/{repo}"
+        asked = f"GET /v2/{repo}/manifests/{reference} answered 404" + (f" ({', '.join(codes)})" if codes else "")
+        tags: list[str] | None = []
+        if "NAME_UNKNOWN" in codes:
+            tags = None
+        else:
+            try:
+                tags = self.list_tags(repo)
+            except RegistryError:
+                tags = []  # the tag list is private or broken: say what we know
+        if tags is None:
+            return RegistryError(
+                f"repository {name} does not exist",
+                f"{asked}; the registry does not know the repository {repo!r}",
+                f"check the repository name (a typo, or a missing org/ prefix?), or push the image first: "
+                f"hermetic push LAYOUT {name}:TAG",
+            )
+        if reference.startswith("sha256:"):
+            return RegistryError(
+                f"{name} has no manifest {reference}",
+                asked,
+                f"check the digest (`hermetic inspect {name}:TAG` prints the digest of a tag), or pull by tag",
+            )
+        have = ", ".join(sorted(tags)[:20]) + (f", … ({len(tags)} in all)" if len(tags) > 20 else "")
+        return RegistryError(
+            f"{name} has no tag {reference!r}",
+            f"{asked}; the repository exists" + (f" and has the tags: {have}" if tags else ""),
+            (f"pull one of its tags (e.g. {name}:{sorted(tags)[0]}), or " if tags else "")
+            + f"push the image under this tag first: hermetic push LAYOUT {name}:{reference}",
+        )
 
     def manifest_exists(self, repo: str, reference: str) -> bool:
         resp = self.request(

@@ -109,6 +109,17 @@ class Descriptor:
         return self.annotations.get(REF_NAME, "")
 
 
+@dataclass(frozen=True)
+class LayoutRef:
+    """A local OCI image layout as an image source: `oci:PATH[:TAG]`, TAG an index.json ref name."""
+
+    path: Path
+    tag: str = ""
+
+    def __str__(self) -> str:
+        return f"oci:{self.path}" + (f":{self.tag}" if self.tag else "")
+
+
 class Layout:
     """An OCI image layout directory."""
 

@@ -40,10 +40,12 @@ from .layout import (
     REF_NAME,
     Descriptor,
     Layout,
+    LayoutRef,
     _replace_dir,
     check_platform,
     host_arch,
     pick_root,
+    select_manifest,
     sha256_digest,
     split_digest,
 )
@@ -122,6 +124,61 @@ def parse_reference(text: str) -> Reference:
     if tag and (len(tag) > 128 or set(tag) - set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")):
         raise bad
     return Reference(registry, path, tag, digest)
+
+
+_TAG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _no_such_path(path: str, how: str) -> UsageError:
+    return UsageError(
+        f"{path}: no such file or directory",
+        how,
+        "check the path; a local image is an OCI image layout directory (written by `hermetic image llvm` "
+        "or `skopeo copy … oci:DIR`), given as DIR or oci:DIR[:TAG]",
+    )
+
+
+def _local_layout(path: Path, tag: str, text: str) -> LayoutRef:
+    if not path.exists():
+        raise _no_such_path(str(path), f"{text!r} names a local image layout")
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory", f"{text!r} names a local image layout", "pass a layout directory")
+    Layout(path).check()  # "not an OCI image layout", with what to do
+    return LayoutRef(path, tag)
+
+
+def parse_image_source(text: str) -> Reference | LayoutRef:
+    """A registry reference or a local OCI image layout.
+
+    `oci:PATH[:TAG]` is a layout (TAG selects by org.opencontainers.image.ref.name; a PATH
+    that exists as given wins over splitting off a tag); so is an existing directory holding
+    an `oci-layout` file. Text that can only be a path (absolute, ./, ../, ~) and does not
+    exist is "no such file or directory", never a registry host to look up.
+    """
+    if text.startswith("oci:"):
+        rest = text[4:]
+        if not rest:
+            raise UsageError(f"invalid image source {text!r}", "oci: needs a path", "write oci:DIR or oci:DIR:TAG")
+        path, tag = rest, ""
+        if not Path(rest).expanduser().exists() and ":" in rest:
+            head, _, maybe_tag = rest.rpartition(":")
+            if head and maybe_tag and "/" not in maybe_tag and not set(maybe_tag) - _TAG_CHARS:
+                path, tag = head, maybe_tag
+        return _local_layout(Path(path).expanduser(), tag, text)
+    if text.startswith(("/", "./", "../", "~")) or text in (".", ".."):
+        return _local_layout(Path(text).expanduser(), "", text)
+    if (Path(text) / "oci-layout").is_file():
+        return LayoutRef(Path(text))
+    try:
+        return parse_reference(text)
+    except UsageError as exc:
+        if os.sep in text or not Path(text).exists():
+            raise UsageError(
+                f"{text}: no such file or directory, and not an image reference",
+                f"{exc.why}; or a local OCI image layout directory (DIR or oci:DIR[:TAG])",
+                exc.fix,
+            ) from None
+        raise
 
 
 # -- credentials ----------------------------------------------------------------
@@ -883,6 +940,81 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     return final
+
+
+def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descriptor:
+    """One platform's image of a local layout, copied into a new layout at dest: the twin of pull_layout.
+
+    The same checks as a registry pull: every blob is hashed as it is copied, the
+    config's diff_ids are checked against the layers, a requested --arch against
+    the config; the result is then unpacked by the same `unpack_layout`.
+    """
+    src = Layout(source.path)
+    root = pick_root(src, source.tag or None)
+    manifest = select_manifest(src, root, arch)
+    if manifest.media_type not in MANIFEST_TYPES:
+        raise VerifyError(f"{source} is a {manifest.media_type!r}, not an image", "", "")
+    if root.media_type in INDEX_TYPES:
+        plat = dict(manifest.platform or {})
+    else:
+        plat = {}
+    dest = dest.absolute()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        out = Layout(tmpdir)
+        out.init()
+        body = src.read_blob(manifest)  # verified against the digest the index names
+        out.put_bytes(body)
+        children = out.children(Descriptor(manifest.media_type, manifest.digest, manifest.size))
+        config = src.read_json(children[0])
+        out.put_bytes(src.read_blob(children[0]))
+        # as pull_layout: a platform taken from an index is checked against its config too
+        check_platform(config, arch or (host_arch() if root.media_type in INDEX_TYPES else None), "linux", str(source))
+        for blob in children[1:]:
+            _copy_verified(src, blob, out.blob_path(blob.digest))
+        verify_diff_ids(out, config, children[1:])
+        if not plat:
+            plat = {"architecture": str(config.get("architecture", "")), "os": str(config.get("os", ""))}
+        name = source.tag or root.ref_name or source.path.name
+        final = Descriptor(manifest.media_type, manifest.digest, manifest.size, platform=plat, annotations={REF_NAME: name})
+        out.write_index([final])
+        _replace_dir(tmpdir, dest)
+    except OSError as exc:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return final
+
+
+def _copy_verified(src: Layout, desc: Descriptor, dest: Path) -> None:
+    """Copy a blob, hashing what is written; refuse it unless size and digest match the descriptor."""
+    path = src.blob_path(desc.digest)
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as f, open(dest, "wb") as out:
+            while block := f.read(1 << 20):
+                h.update(block)
+                size += len(block)
+                if size > desc.size:
+                    break
+                out.write(block)
+    except FileNotFoundError as exc:
+        raise VerifyError(
+            f"blob {desc.digest} is missing from {src.path}", str(path), "rewrite or re-pull the layout"
+        ) from exc
+    if size != desc.size or "sha256:" + h.hexdigest() != desc.digest:
+        raise VerifyError(
+            f"blob {desc.digest} in {src.path} does not match its digest",
+            f"it has {'more than ' if size > desc.size else ''}{size} bytes and digest sha256:{h.hexdigest()}; "
+            f"expected {desc.size} bytes",
+            "the layout was modified or damaged: rewrite it with `hermetic image` or pull it again; nothing was kept",
+        )
 
 
 def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[Descriptor]) -> None:

@@ -353,6 +353,9 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
                 cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
             got = Path(tmp) / a.file
+            if proc.returncode != 0 and "No space left on device" in proc.stdout:
+                # the temporary directory (and apt's partial file in it) goes with the with-block
+                raise disk_full(str(got), OSError(errno.ENOSPC, "No space left on device (apt-get source)"))
             if proc.returncode != 0 or not got.is_file():
                 log(f"fetch: apt could not provide {spec}: {proc.stdout.strip().splitlines()[-1:]}")
                 continue

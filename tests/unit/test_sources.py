@@ -341,3 +341,29 @@ def test_disk_full_while_admitting_from_a_mirror(
         sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
     assert str(sources.cache_path(cache, rec.archives[0])) in exc.value.what
     assert_nothing_cached(cache)
+
+
+def test_disk_full_in_apt_source_names_the_path(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from hermetic.errors import EnvironmentError_
+
+    rec, _ = fake
+    rec = replace(rec, archives=(replace(rec.archives[0], apt_source_package="llvm-toolchain-19"),))
+    monkeypatch.setattr(sources.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(sources, "_deb_src_entries", lambda etc: "Types: deb-src\nURIs: http://x.invalid/debian\n")
+    monkeypatch.setattr(sources, "_run", lambda argv, what, cwd=None: None)
+
+    def apt_source(argv, cwd, **kw):  # type: ignore[no-untyped-def]
+        (Path(cwd) / (rec.archives[0].file + ".partial")).write_bytes(b"half")
+        return subprocess.CompletedProcess(argv, 100, "E: Write error - write (28: No space left on device)\n")
+
+    monkeypatch.setattr(sources.subprocess, "run", apt_source)
+    cache = tmp_path / "cache"
+    with pytest.raises(EnvironmentError_) as exc:
+        sources.fetch(cache, rec, [], use_urls=False, use_apt=True, log=no_log)
+    assert rec.archives[0].file in exc.value.what
+    assert [p for p in (cache / "apt").iterdir() if p.name.startswith("tmp")] == []
+    assert_nothing_cached(cache)

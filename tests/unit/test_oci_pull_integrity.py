@@ -220,3 +220,12 @@ def test_disk_full_during_unpack_names_the_path_and_leaves_nothing(tmp_path: Pat
         unpack_layout(layout, area / "root")
     assert str(area / "root" / "usr" / "ok.txt") in exc.value.what
     assert list(area.iterdir()) == []
+
+
+def test_missing_blob_has_a_fix_line(served: tuple[ReadOnlyRegistry, Descriptor], tmp_path: Path) -> None:
+    reg, desc = served
+    reg.layout.blob_path(reg.layout.children(desc)[1].digest).unlink()
+    with client(reg) as c, pytest.raises(RegistryError) as exc:
+        pull_layout(c, parse_reference(f"{reg.host}/team/llvm:1"), tmp_path / "out")
+    assert "404" in exc.value.what and "push the image again" in exc.value.fix
+    assert not (tmp_path / "out").exists()

@@ -483,6 +483,13 @@ class RegistryClient:
                 detail or "access denied",
                 "log in (podman/skopeo login, docker login) or set HERMETIC_REGISTRY_USER and HERMETIC_REGISTRY_PASSWORD",
             )
+        if resp.status == 404 and "/blobs/" in target:
+            return RegistryError(
+                what,
+                detail or "the blob is not in the repository",
+                "the registry lacks a blob that the image's manifest names: push the image again "
+                "(`hermetic push LAYOUT REF` uploads only what is missing)",
+            )
         return RegistryError(what, detail, "")
 
     # -- authentication ---------------------------------------------------------

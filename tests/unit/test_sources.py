@@ -302,7 +302,7 @@ def test_disk_full_during_download_names_the_path_and_leaves_nothing(
             self.reply(200, data)
 
     server = FakeServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         rec = replace(rec, archives=(replace(rec.archives[0], url=f"http://{server.host}/{path.name}"),))
 

@@ -5,23 +5,28 @@ compiler core, transitive ones included, as `name==version --hash=sha256:…`.
 `fetch_wheelhouse` downloads exactly those files (binary only) into the cache
 once; builds then install from there with `--no-index`, so nothing needs the
 network at build time and the wheelhouse can be carried to an offline runner.
+
+Every look at the wheelhouse hashes each file again (`check_wheelhouse`): a
+wheel is only ever counted as present when its bytes match a pinned sha256
+right now, and a fill removes files that claim a pinned name but do not.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .digests import file_sha256
-from .errors import EnvironmentError_, RecipeError, SourceError
+from .errors import EnvironmentError_, RecipeError, SourceError, disk_full
 from .log import Log
 from .settings import Settings
 
@@ -159,23 +164,33 @@ class Check:
     found: dict[str, list[Path]]  # requirement name → verified files
     missing: tuple[str, ...]  # name==version with no verified file
     bad: tuple[str, ...]  # files that claim a requirement but whose hash is not pinned
+    # file name → (its sha256 now, the pinned ones) for each of `bad`
+    bad_digests: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def describe_bad(self, directory: Path) -> str:
+        return "; ".join(
+            f"{directory / name}: expected sha256 {' or '.join(pinned)}, got {actual}"
+            for name, (actual, pinned) in sorted(self.bad_digests.items())
+        ) or ", ".join(self.bad)
 
 
 def check_wheelhouse(directory: Path, reqs: Requirements) -> Check:
+    """What `directory` holds of `reqs`, every file hashed now (no memo: a wheel is read whole anyway)."""
     found: dict[str, list[Path]] = {r.name: [] for r in reqs.items}
-    bad: list[str] = []
+    bad: dict[str, tuple[str, tuple[str, ...]]] = {}
     files = sorted(directory.glob("*.whl")) if directory.is_dir() else []
     for f in files:
         proj = wheel_project(f.name)
         req = reqs.get(proj[0]) if proj else None
         if req is None or proj is None or proj[1] != req.version:
             continue
-        if file_sha256(f) in req.hashes:
+        actual = file_sha256(f)
+        if actual in req.hashes:
             found[req.name].append(f)
         else:
-            bad.append(f.name)
+            bad[f.name] = (actual, req.hashes)
     missing = tuple(f"{r.name}=={r.version}" for r in reqs.items if not found[r.name])
-    return Check(found, missing, tuple(bad))
+    return Check(found, missing, tuple(bad), bad)
 
 
 def require_wheelhouse(directory: Path, reqs: Requirements) -> Check:
@@ -186,7 +201,7 @@ def require_wheelhouse(directory: Path, reqs: Requirements) -> Check:
         if check.missing:
             problems.append(f"missing: {', '.join(check.missing)}")
         if check.bad:
-            problems.append(f"hash not pinned in {reqs.path.name}: {', '.join(check.bad)}")
+            problems.append(f"hash not pinned in {reqs.path.name}: {check.describe_bad(directory)}")
         raise SourceError(
             f"the wheelhouse {directory} does not hold the pinned build requirements",
             "; ".join(problems),
@@ -222,24 +237,66 @@ def fetch_wheelhouse(
     pythons: Sequence[str] = TARGET_PYTHONS,
     python: str = sys.executable,
 ) -> Path:
-    """Fill the wheelhouse with every pinned build requirement; a no-op when it is complete."""
+    """Fill the wheelhouse with every pinned build requirement; a no-op when it is complete.
+
+    Downloading goes through `pip download` from PyPI (or PIP_INDEX_URL): a URL
+    origin, so `settings.use_urls` (--no-urls) turns it off and an incomplete
+    wheelhouse is then an error saying what is missing. apt has no part here.
+    """
     import platform
 
     reqs = load_requirements(requirements or settings.toolchain_dir / "build-requirements.txt")
     out = dest or wheelhouse_dir(settings)
     check = check_wheelhouse(out, reqs)
     if not check.missing and not check.bad:
-        log(f"wheelhouse: {len(reqs.items)} build requirements already in {out}")
+        log(f"wheelhouse: {len(reqs.items)} build requirements already in {out} (verified)")
         return out
-    out.mkdir(parents=True, exist_ok=True)
     for name in check.bad:
         # A file of the right name with an unpinned hash: never keep what cannot be verified.
+        actual, pinned = check.bad_digests[name]
+        log(f"wheelhouse: removed {out / name}: expected sha256 {' or '.join(pinned)}, got {actual}")
         (out / name).unlink(missing_ok=True)
+    if not settings.use_urls:
+        raise SourceError(
+            f"the wheelhouse {out} lacks {len(check.missing)} pinned build requirements and downloads are off (--no-urls)",
+            f"missing: {', '.join(check.missing)}"
+            + (f"; removed as damaged: {check.describe_bad(out)}" if check.bad else ""),
+            f"rerun without --no-urls (and HERMETIC_USE_URLS unset) where PyPI is reachable, or put those wheels, "
+            f"with the sha256 pinned in {reqs.path}, into {out}",
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _download(reqs, out, pythons, python, platform.machine(), log)
+        final = require_wheelhouse(out, reqs)
+        manifest = {r.name: [p.name for p in final.found[r.name]] for r in reqs.items}
+        _write_atomic(
+            out / "wheelhouse.json",
+            json.dumps({"requirements": reqs.digest(), "files": manifest}, indent=2, sort_keys=True) + "\n",
+        )
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(exc.filename or out), exc) from exc
+        raise
+    log(f"wheelhouse: {sum(len(v) for v in final.found.values())} verified files in {out}")
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _download(reqs: Requirements, out: Path, pythons: Sequence[str], python: str, machine: str, log: Log) -> None:
+    """pip download into a staging dir inside `out`; only verified files are moved in, the rest is removed."""
     log(f"wheelhouse: downloading {len(reqs.items)} pinned build requirements for CPython {', '.join(pythons)}")
     with tempfile.TemporaryDirectory(prefix=".download-", dir=out) as tmp:
         staging = Path(tmp)
         for py in pythons:
-            argv = download_argv(python, reqs.path, staging, py, platform.machine())
+            argv = download_argv(python, reqs.path, staging, py, machine)
             try:
                 proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)
             except FileNotFoundError as exc:
@@ -247,30 +304,28 @@ def fetch_wheelhouse(
             except subprocess.TimeoutExpired as exc:
                 raise SourceError("downloading the build requirements timed out", str(exc), "retry") from exc
             if proc.returncode != 0:
-                tail = "\n    | ".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+                output = proc.stdout + proc.stderr
+                if "No space left on device" in output:
+                    raise disk_full(str(staging), OSError(errno.ENOSPC, "No space left on device (pip download)"))
+                tail = "\n    | ".join(output.strip().splitlines()[-12:])
                 raise SourceError(
                     f"cannot download the build requirements for CPython {py}",
                     f"`pip download` exited with {proc.returncode}:\n    | {tail}",
                     "check that PyPI (or your PIP_INDEX_URL mirror) is reachable; offline, copy a filled "
-                    f"wheelhouse to {out} or pass --wheelhouse DIR",
+                    f"wheelhouse to {out} (`hermetic wheel` also takes --wheelhouse DIR)",
                 )
         # pip verified the hashes; check again ourselves before anything enters the cache.
         staged = check_wheelhouse(staging, reqs)
         if staged.missing or staged.bad:
             raise SourceError(
                 "the downloaded build requirements do not match their pins",
-                f"missing {list(staged.missing)}, unpinned {list(staged.bad)}",
+                f"missing {list(staged.missing)}, unpinned {staged.describe_bad(staging)}",
                 f"update the hashes in {reqs.path} only if the new files are trusted",
             )
         for files in staged.found.values():
             for f in files:
                 if not (out / f.name).is_file():
-                    shutil.move(str(f), out / f.name)
-    final = require_wheelhouse(out, reqs)
-    manifest = {r.name: [p.name for p in final.found[r.name]] for r in reqs.items}
-    (out / "wheelhouse.json").write_text(json.dumps({"requirements": reqs.digest(), "files": manifest}, indent=2, sort_keys=True) + "\n")
-    log(f"wheelhouse: {sum(len(v) for v in final.found.values())} verified files in {out}")
-    return out
+                    os.replace(f, out / f.name)  # same directory tree: a rename, never a partial copy
 
 
 def files_for(check: Check, names: Iterable[str]) -> list[Path]:

@@ -170,7 +170,9 @@ def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tm
     rec, _ = fake
     bad = tmp_path / "bad.tar.xz"
     bad.write_bytes(b"\xfd7zXZ\0garbage" * 10)
-    src = sources.CachedArchive(rec.archives[0], bad, "test")
+    # the digest matches, so the archive's format is what fails, not the digest check
+    archive = replace(rec.archives[0], sha256=hashlib.sha256(bad.read_bytes()).hexdigest())
+    src = sources.CachedArchive(archive, bad, "test")
     with pytest.raises(SourceError, match="cannot read source archive"):
         sources.prune(src, rec.variant("nvptx"), rec.version, tmp_path / "o.tar.xz", EPOCH, no_log)
     assert not (tmp_path / "o.tar.xz").exists()
@@ -193,3 +195,175 @@ def test_deb_src_entries_are_derived_from_the_machines_sources(tmp_path: Path) -
     assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in blocks[0]
     assert "vendor.invalid" not in text
     assert "URIs: http://other.invalid/debian-security" in blocks[1] and "Signed-By: /k.gpg" in blocks[1]
+
+
+# -- the cache is re-verified on every read ---------------------------------------------------
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # same size, one bit
+    path.write_bytes(bytes(data))
+
+
+def test_damaged_cache_entry_is_removed_and_fetched_again(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, path = fake
+    cache = tmp_path / "cache"
+    got = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    _flip_byte(got.path)
+    logged: list[str] = []
+    again = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=logged.append)
+    assert again.path.read_bytes() == path.read_bytes()
+    assert again.origin.startswith("mirror:")
+    assert not any("already cached" in m for m in logged)
+    assert any("damaged" in m and str(got.path) in m and rec.archives[0].sha256 in m for m in logged)
+
+
+def test_damaged_cache_entry_with_no_origin_left_fails_naming_path_and_digests(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path
+) -> None:
+    rec, path = fake
+    cache = tmp_path / "cache"
+    got = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    _flip_byte(got.path)
+    damaged_digest = hashlib.sha256(got.path.read_bytes()).hexdigest()
+    with pytest.raises(SourceError) as exc:
+        sources.fetch(cache, rec, [], use_urls=False, use_apt=False, log=no_log)
+    msg = exc.value.render()
+    assert str(got.path) in msg and rec.archives[0].sha256 in msg and damaged_digest in msg
+    assert "--no-urls" in exc.value.fix and "--no-apt" in exc.value.fix
+    assert exc.value.exit_code == 4
+    assert_nothing_cached(cache)
+
+
+def test_archive_planted_in_the_cache_is_not_trusted(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, _ = fake
+    cache = tmp_path / "cache"
+    planted = sources.cache_path(cache, rec.archives[0])
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"not the release")
+    planted.with_name(planted.name + ".origin").write_text("url:https://example.invalid/x\n")
+    assert sources.cached(cache, rec) is None
+    assert_nothing_cached(cache)
+
+
+def test_prune_verifies_the_archive_it_reads(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
+    rec, path = fake
+    cache = tmp_path / "cache"
+    src = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    _flip_byte(src.path)
+    with pytest.raises(SourceError) as exc:
+        sources.prune(src, rec.variant("nvptx"), rec.version, tmp_path / "p.tar.xz", EPOCH, no_log)
+    assert rec.archives[0].sha256 in exc.value.why and str(src.path) in exc.value.what
+    assert not (tmp_path / "p.tar.xz").exists()
+    assert_nothing_cached(cache)
+
+
+def test_cached_file_helpers(tmp_path: Path) -> None:
+    f = tmp_path / "sha256" / "x" / "file"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"content")
+    good = hashlib.sha256(b"content").hexdigest()
+    assert sources.cached_file(f, good) == f
+    assert sources.require_cached_file(f, good, "toolchain", "refetch") == f
+    with sources.open_verified(f, good, "toolchain", "refetch") as opened:
+        assert opened.read() == b"content"
+    assert sources.cached_file(tmp_path / "absent", good) is None
+    with pytest.raises(SourceError, match="missing"):
+        sources.require_cached_file(tmp_path / "absent", good, "toolchain", "refetch")
+    f.write_bytes(b"contenT")  # same size, same mtime second: a memo of size+mtime would be fooled
+    with pytest.raises(SourceError) as exc:
+        sources.require_cached_file(f, good, "toolchain", "refetch", remove=False)
+    assert str(f) in exc.value.what and good in exc.value.why
+    assert hashlib.sha256(b"contenT").hexdigest() in exc.value.why
+    assert f.exists()  # remove=False leaves it
+    logged: list[str] = []
+    assert sources.cached_file(f, good, logged.append) is None
+    assert not f.exists() and logged and str(f) in logged[0]
+
+
+# -- disk full -----------------------------------------------------------------------------------
+
+
+def test_disk_full_during_download_names_the_path_and_leaves_nothing(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import threading
+
+    from fake_http import FakeHandler, FakeServer
+    from hermetic.errors import EnvironmentError_
+
+    rec, path = fake
+    data = path.read_bytes()
+
+    class Handler(FakeHandler):
+        def do_GET(self) -> None:
+            self.reply(200, data)
+
+    server = FakeServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        rec = replace(rec, archives=(replace(rec.archives[0], url=f"http://{server.host}/{path.name}"),))
+
+        def full_disk(src, dst, length=0):  # type: ignore[no-untyped-def]
+            dst.write(src.read(100))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(sources.shutil, "copyfileobj", full_disk)
+        cache = tmp_path / "cache"
+        with pytest.raises(EnvironmentError_) as exc:
+            sources.fetch(cache, rec, [], use_urls=True, use_apt=False, log=no_log)
+        assert str(sources.cache_path(cache, rec.archives[0])) in exc.value.what
+        assert exc.value.exit_code == 9
+        assert_nothing_cached(cache)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_disk_full_while_admitting_from_a_mirror(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from hermetic.errors import EnvironmentError_
+
+    rec, path = fake
+
+    def full_disk(src, dst):  # type: ignore[no-untyped-def]
+        Path(dst).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(sources.shutil, "copyfile", full_disk)
+    cache = tmp_path / "cache"
+    with pytest.raises(EnvironmentError_) as exc:
+        sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
+    assert str(sources.cache_path(cache, rec.archives[0])) in exc.value.what
+    assert_nothing_cached(cache)
+
+
+def test_disk_full_in_apt_source_names_the_path(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from hermetic.errors import EnvironmentError_
+
+    rec, _ = fake
+    rec = replace(rec, archives=(replace(rec.archives[0], apt_source_package="llvm-toolchain-19"),))
+    monkeypatch.setattr(sources.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(sources, "_deb_src_entries", lambda etc: "Types: deb-src\nURIs: http://x.invalid/debian\n")
+    monkeypatch.setattr(sources, "_run", lambda argv, what, cwd=None: None)
+
+    def apt_source(argv, cwd, **kw):  # type: ignore[no-untyped-def]
+        (Path(cwd) / (rec.archives[0].file + ".partial")).write_bytes(b"half")
+        return subprocess.CompletedProcess(argv, 100, "E: Write error - write (28: No space left on device)\n")
+
+    monkeypatch.setattr(sources.subprocess, "run", apt_source)
+    cache = tmp_path / "cache"
+    with pytest.raises(EnvironmentError_) as exc:
+        sources.fetch(cache, rec, [], use_urls=False, use_apt=True, log=no_log)
+    assert rec.archives[0].file in exc.value.what
+    assert [p for p in (cache / "apt").iterdir() if p.name.startswith("tmp")] == []
+    assert_nothing_cached(cache)

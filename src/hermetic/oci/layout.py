@@ -109,6 +109,17 @@ class Descriptor:
         return self.annotations.get(REF_NAME, "")
 
 
+@dataclass(frozen=True)
+class LayoutRef:
+    """A local OCI image layout as an image source: `oci:PATH[:TAG]`, TAG an index.json ref name."""
+
+    path: Path
+    tag: str = ""
+
+    def __str__(self) -> str:
+        return f"oci:{self.path}" + (f":{self.tag}" if self.tag else "")
+
+
 class Layout:
     """An OCI image layout directory."""
 
@@ -246,9 +257,33 @@ class Layout:
                     self.verify(child)
 
 
+def check_platform(config: Mapping[str, Any], arch: str | None, os_name: str, image: str) -> None:
+    """Refuse an image whose config is not the requested platform; `arch` None accepts any.
+
+    An index is chosen from by its platform entries; a single manifest has only its
+    config to say what it is, so that is what a requested --arch is checked against.
+    """
+    if arch is None:
+        return
+    have_arch, have_os = str(config.get("architecture", "")), str(config.get("os", ""))
+    if have_arch != arch or (have_os and have_os != os_name):
+        raise VerifyError(
+            f"{image} is a {have_os or '?'}/{have_arch or '?'} image, not {os_name}/{arch}",
+            f"its config says architecture {have_arch!r}, os {have_os!r}; it is a single-platform image "
+            f"and {os_name}/{arch} was requested",
+            f"pass --arch {have_arch} to take it anyway, or pull an image built for {arch}",
+        )
+
+
 def select_manifest(layout: Layout, root: Descriptor, arch: str | None = None, os_name: str = "linux") -> Descriptor:
-    """The image manifest for one platform, looking through an index if needed."""
+    """The image manifest for one platform, looking through an index if needed.
+
+    A single manifest is checked against `arch` through its config when `arch` is given.
+    """
     if root.media_type in MANIFEST_TYPES:
+        if arch is not None:
+            config = layout.read_json(layout.children(root)[0])
+            check_platform(config, arch, os_name, f"image {root.digest} in {layout.path}")
         return root
     if root.media_type not in INDEX_TYPES:
         raise VerifyError(f"unsupported media type {root.media_type!r}", "", "")

@@ -10,6 +10,7 @@ points at missing ones; rerunning it skips what is already there.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import http.client
 import json
@@ -28,7 +29,7 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import RegistryError, UsageError, VerifyError
+from ..errors import RegistryError, UsageError, VerifyError, disk_full
 from .layout import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -39,9 +40,12 @@ from .layout import (
     REF_NAME,
     Descriptor,
     Layout,
+    LayoutRef,
     _replace_dir,
+    check_platform,
     host_arch,
     pick_root,
+    select_manifest,
     sha256_digest,
     split_digest,
 )
@@ -80,6 +84,15 @@ class Reference:
         return out
 
 
+def _error_codes(body: bytes) -> list[str]:
+    """The distribution spec's error codes in a response body ({"errors": [{"code": …}]})."""
+    try:
+        errors = json.loads(body).get("errors") or []
+        return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
+    except (ValueError, AttributeError):
+        return []
+
+
 def parse_reference(text: str) -> Reference:
     bad = UsageError(
         f"invalid image reference {text!r}",
@@ -111,6 +124,61 @@ def parse_reference(text: str) -> Reference:
     if tag and (len(tag) > 128 or set(tag) - set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")):
         raise bad
     return Reference(registry, path, tag, digest)
+
+
+_TAG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def _no_such_path(path: str, how: str) -> UsageError:
+    return UsageError(
+        f"{path}: no such file or directory",
+        how,
+        "check the path; a local image is an OCI image layout directory (written by `hermetic image llvm` "
+        "or `skopeo copy … oci:DIR`), given as DIR or oci:DIR[:TAG]",
+    )
+
+
+def _local_layout(path: Path, tag: str, text: str) -> LayoutRef:
+    if not path.exists():
+        raise _no_such_path(str(path), f"{text!r} names a local image layout")
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory", f"{text!r} names a local image layout", "pass a layout directory")
+    Layout(path).check()  # "not an OCI image layout", with what to do
+    return LayoutRef(path, tag)
+
+
+def parse_image_source(text: str) -> Reference | LayoutRef:
+    """A registry reference or a local OCI image layout.
+
+    `oci:PATH[:TAG]` is a layout (TAG selects by org.opencontainers.image.ref.name; a PATH
+    that exists as given wins over splitting off a tag); so is an existing directory holding
+    an `oci-layout` file. Text that can only be a path (absolute, ./, ../, ~) and does not
+    exist is "no such file or directory", never a registry host to look up.
+    """
+    if text.startswith("oci:"):
+        rest = text[4:]
+        if not rest:
+            raise UsageError(f"invalid image source {text!r}", "oci: needs a path", "write oci:DIR or oci:DIR:TAG")
+        path, tag = rest, ""
+        if not Path(rest).expanduser().exists() and ":" in rest:
+            head, _, maybe_tag = rest.rpartition(":")
+            if head and maybe_tag and "/" not in maybe_tag and not set(maybe_tag) - _TAG_CHARS:
+                path, tag = head, maybe_tag
+        return _local_layout(Path(path).expanduser(), tag, text)
+    if text.startswith(("/", "./", "../", "~")) or text in (".", ".."):
+        return _local_layout(Path(text).expanduser(), "", text)
+    if (Path(text) / "oci-layout").is_file():
+        return LayoutRef(Path(text))
+    try:
+        return parse_reference(text)
+    except UsageError as exc:
+        if os.sep in text or not Path(text).exists():
+            raise UsageError(
+                f"{text}: no such file or directory, and not an image reference",
+                f"{exc.why}; or a local OCI image layout directory (DIR or oci:DIR[:TAG])",
+                exc.fix,
+            ) from None
+        raise
 
 
 # -- credentials ----------------------------------------------------------------
@@ -415,6 +483,13 @@ class RegistryClient:
                 detail or "access denied",
                 "log in (podman/skopeo login, docker login) or set HERMETIC_REGISTRY_USER and HERMETIC_REGISTRY_PASSWORD",
             )
+        if resp.status == 404 and "/blobs/" in target:
+            return RegistryError(
+                what,
+                detail or "the blob is not in the repository",
+                "the registry lacks a blob that the image's manifest names: push the image again "
+                "(`hermetic push LAYOUT REF` uploads only what is missing)",
+            )
         return RegistryError(what, detail, "")
 
     # -- authentication ---------------------------------------------------------
@@ -624,6 +699,8 @@ class RegistryClient:
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 tmp.unlink(missing_ok=True)
+                if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                    raise disk_full(str(dest), exc) from exc  # retrying cannot help
                 if attempt == self.retries:
                     raise TransientRegistryError(
                         f"downloading {desc.digest} failed", str(exc), "rerun the pull"
@@ -639,10 +716,12 @@ class RegistryClient:
             "GET",
             f"/v2/{repo}/manifests/{reference}",
             headers={"Accept": ACCEPT},
-            ok=(200,),
+            ok=(200, 404),
             scopes=[f"repository:{repo}:pull"],
         )
         assert isinstance(resp, _Response)
+        if resp.status == 404:
+            raise self._manifest_not_found(repo, reference, resp)
         media_type = resp.header("Content-Type").split(";")[0].strip()
         try:
             doc = json.loads(resp.body)
@@ -650,6 +729,56 @@ class RegistryClient:
             raise VerifyError(f"manifest {repo}:{reference} is not JSON", str(exc), "") from exc
         media_type = str(doc.get("mediaType") or media_type) if isinstance(doc, dict) else media_type
         return media_type, resp.body
+
+    def list_tags(self, repo: str) -> list[str] | None:
+        """The repository's tags, or None when the registry says the repository does not exist."""
+        resp = self.request("GET", f"/v2/{repo}/tags/list", ok=(200, 404), scopes=[f"repository:{repo}:pull"])
+        assert isinstance(resp, _Response)
+        if resp.status == 404:
+            return None
+        try:
+            tags = json.loads(resp.body).get("tags") or []
+        except (ValueError, AttributeError) as exc:
+            raise RegistryError(f"{self.registry}/{repo}: the tag list is not JSON", str(exc), "") from exc
+        return [str(t) for t in tags]
+
+    def _manifest_not_found(self, repo: str, reference: str, resp: _Response) -> RegistryError:
+        """A 404 on a manifest, told apart: no such repository, no such tag, or no such digest.
+
+        The distribution spec's error codes say which (NAME_UNKNOWN, MANIFEST_UNKNOWN); registries
+        that answer MANIFEST_UNKNOWN for both are asked for the repository's tag list.
+        """
+        codes = _error_codes(resp.body)
+        name = f"{self.registry}/{repo}"
+        asked = f"GET /v2/{repo}/manifests/{reference} answered 404" + (f" ({', '.join(codes)})" if codes else "")
+        tags: list[str] | None = []
+        if "NAME_UNKNOWN" in codes:
+            tags = None
+        else:
+            try:
+                tags = self.list_tags(repo)
+            except RegistryError:
+                tags = []  # the tag list is private or broken: say what we know
+        if tags is None:
+            return RegistryError(
+                f"repository {name} does not exist",
+                f"{asked}; the registry does not know the repository {repo!r}",
+                f"check the repository name (a typo, or a missing org/ prefix?), or push the image first: "
+                f"hermetic push LAYOUT {name}:TAG",
+            )
+        if reference.startswith("sha256:"):
+            return RegistryError(
+                f"{name} has no manifest {reference}",
+                asked,
+                f"check the digest (`hermetic inspect {name}:TAG` prints the digest of a tag), or pull by tag",
+            )
+        have = ", ".join(sorted(tags)[:20]) + (f", … ({len(tags)} in all)" if len(tags) > 20 else "")
+        return RegistryError(
+            f"{name} has no tag {reference!r}",
+            f"{asked}; the repository exists" + (f" and has the tags: {have}" if tags else ""),
+            (f"pull one of its tags (e.g. {name}:{sorted(tags)[0]}), or " if tags else "")
+            + f"push the image under this tag first: hermetic push LAYOUT {name}:{reference}",
+        )
 
     def manifest_exists(self, repo: str, reference: str) -> bool:
         resp = self.request(
@@ -764,6 +893,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         layout = Layout(tmpdir)
         layout.init()
         platform = None
+        want = arch  # a single manifest is checked only against an --arch the user gave
         if media_type in INDEX_TYPES:
             layout.put_bytes(body)
             index = Descriptor(media_type, digest, len(body))
@@ -800,9 +930,12 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         layout.put_bytes(body)
         manifest = Descriptor(media_type, digest, len(body))
         children = layout.children(manifest)
-        for blob in children:
-            client.fetch_blob(repo, blob, layout.blob_path(blob.digest))
+        # the config first: it says what platform this is before any layer is downloaded
+        client.fetch_blob(repo, children[0], layout.blob_path(children[0].digest))
         config = layout.read_json(children[0])
+        check_platform(config, want, "linux", str(ref))
+        for blob in children[1:]:
+            client.fetch_blob(repo, blob, layout.blob_path(blob.digest))
         if platform is None:
             platform = {"architecture": str(config.get("architecture", "")), "os": str(config.get("os", ""))}
         verify_diff_ids(layout, config, children[1:])
@@ -814,6 +947,81 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     return final
+
+
+def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descriptor:
+    """One platform's image of a local layout, copied into a new layout at dest: the twin of pull_layout.
+
+    The same checks as a registry pull: every blob is hashed as it is copied, the
+    config's diff_ids are checked against the layers, a requested --arch against
+    the config; the result is then unpacked by the same `unpack_layout`.
+    """
+    src = Layout(source.path)
+    root = pick_root(src, source.tag or None)
+    manifest = select_manifest(src, root, arch)
+    if manifest.media_type not in MANIFEST_TYPES:
+        raise VerifyError(f"{source} is a {manifest.media_type!r}, not an image", "", "")
+    if root.media_type in INDEX_TYPES:
+        plat = dict(manifest.platform or {})
+    else:
+        plat = {}
+    dest = dest.absolute()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        out = Layout(tmpdir)
+        out.init()
+        body = src.read_blob(manifest)  # verified against the digest the index names
+        out.put_bytes(body)
+        children = out.children(Descriptor(manifest.media_type, manifest.digest, manifest.size))
+        config = src.read_json(children[0])
+        out.put_bytes(src.read_blob(children[0]))
+        # as pull_layout: a platform taken from an index is checked against its config too
+        check_platform(config, arch or (host_arch() if root.media_type in INDEX_TYPES else None), "linux", str(source))
+        for blob in children[1:]:
+            _copy_verified(src, blob, out.blob_path(blob.digest))
+        verify_diff_ids(out, config, children[1:])
+        if not plat:
+            plat = {"architecture": str(config.get("architecture", "")), "os": str(config.get("os", ""))}
+        name = source.tag or root.ref_name or source.path.name
+        final = Descriptor(manifest.media_type, manifest.digest, manifest.size, platform=plat, annotations={REF_NAME: name})
+        out.write_index([final])
+        _replace_dir(tmpdir, dest)
+    except OSError as exc:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return final
+
+
+def _copy_verified(src: Layout, desc: Descriptor, dest: Path) -> None:
+    """Copy a blob, hashing what is written; refuse it unless size and digest match the descriptor."""
+    path = src.blob_path(desc.digest)
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as f, open(dest, "wb") as out:
+            while block := f.read(1 << 20):
+                h.update(block)
+                size += len(block)
+                if size > desc.size:
+                    break
+                out.write(block)
+    except FileNotFoundError as exc:
+        raise VerifyError(
+            f"blob {desc.digest} is missing from {src.path}", str(path), "rewrite or re-pull the layout"
+        ) from exc
+    if size != desc.size or "sha256:" + h.hexdigest() != desc.digest:
+        raise VerifyError(
+            f"blob {desc.digest} in {src.path} does not match its digest",
+            f"it has {'more than ' if size > desc.size else ''}{size} bytes and digest sha256:{h.hexdigest()}; "
+            f"expected {desc.size} bytes",
+            "the layout was modified or damaged: rewrite it with `hermetic image` or pull it again; nothing was kept",
+        )
 
 
 def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[Descriptor]) -> None:

@@ -10,6 +10,7 @@ failure leaves nothing behind.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gzip
 import hashlib
 import os
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import UsageError, VerifyError
+from ..errors import UsageError, VerifyError, disk_full
 from ..record import TreeEntry, compare_trees, load_record, scan_tree
 from .layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_TAR
 from .layout import Descriptor, Layout, pick_root, select_manifest
@@ -80,8 +81,9 @@ def _inside(rel: str) -> bool:
 
 
 class _Extractor:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, shown: Path | None = None) -> None:
         self.root = root
+        self.shown = shown or root  # where the user will find the tree, for messages
         self.dir_modes: dict[str, tuple[int, int]] = {}
         self.links: list[str] = []
 
@@ -164,10 +166,15 @@ class _Extractor:
             os.link(src, path, follow_symlinks=False)
         else:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                src_f = tar.extractfile(m)
-                if src_f is not None:
-                    shutil.copyfileobj(src_f, out, 1 << 20)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    src_f = tar.extractfile(m)
+                    if src_f is not None:
+                        shutil.copyfileobj(src_f, out, 1 << 20)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:  # the caller removes the whole temp tree
+                    raise disk_full(str(self.shown / rel), exc) from exc
+                raise
             os.chmod(path, mode)
             os.utime(path, (m.mtime, m.mtime))
 
@@ -220,9 +227,9 @@ def layer_diff_id(blob: Path, media_type: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def extract_layer(root: Path, blob: Path, media_type: str, diff_id: str | None) -> None:
+def extract_layer(root: Path, blob: Path, media_type: str, diff_id: str | None, shown: Path | None = None) -> None:
     """Extract one layer into root, hashing the tar stream and checking it against diff_id."""
-    ext = _Extractor(root)
+    ext = _Extractor(root, shown)
     with _open_layer(blob, media_type) as raw:
         reader = _HashingReader(raw)
         try:
@@ -273,7 +280,7 @@ def unpack_layout(
         for layer, diff_id in zip(layers, diff_ids, strict=True):
             if progress:
                 progress(f"unpacking {layer.digest[:19]}… ({layer.size / 1e6:.1f} MB)")
-            extract_layer(tmp, layout.blob_path(layer.digest), layer.media_type, diff_id)
+            extract_layer(tmp, layout.blob_path(layer.digest), layer.media_type, diff_id, shown=dest)
         os.chmod(tmp, 0o755)
         if dest.is_dir():
             dest.rmdir()

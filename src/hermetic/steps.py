@@ -31,7 +31,7 @@ def ensure_pruned(
     meta_path = dest.with_name("pruned.json")
     if dest.is_file() and meta_path.is_file():
         meta = _pruned_meta(meta_path)
-        if file_sha256(dest) == meta.get("sha256"):
+        if sources.cached_file(dest, meta["sha256"], log) is not None:
             log(f"prune: {dest.name} already in the cache")
             return meta
     sources.prune(src, variant, rec.version, dest, rec.source_date_epoch, log)

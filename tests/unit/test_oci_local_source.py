@@ -135,3 +135,19 @@ def test_hostile_layer_from_a_local_layout_is_refused_on_unpack(tmp_path: Path) 
     with pytest.raises(VerifyError, match="refusing layer entry"):
         unpack_layout(Layout(tmp_path / "staging"), area / "root")
     assert list(area.iterdir()) == []
+
+
+def test_cli_pull_and_inspect_a_local_layout(tmp_path: Path) -> None:
+    """`hermetic pull oci:DIR:TAG --unpack D` unpacks that image; `--arch` of another platform is refused."""
+    from helpers import hermetic
+
+    layout = named_layout(tmp_path / "lay")
+    dest = tmp_path / "unpacked"
+    proc = hermetic("pull", f"oci:{layout.path}:second", "--unpack", str(dest), "-q")
+    assert proc.stdout.startswith(f"oci:{layout.path}:second sha256:")
+    assert (dest / "usr" / "which").read_bytes() == b"second"
+    proc = hermetic("pull", f"oci:{layout.path}:first", "--unpack", str(tmp_path / "u2"), "--arch", "arm64", check=False)
+    assert proc.returncode == 8 and "arm64" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "u2").exists()
+    proc = hermetic("pull", f"oci:{layout.path}", "--layout", str(tmp_path / "l2"), "--with-attestations", check=False)
+    assert proc.returncode == 2 and "--with-attestations needs a registry" in proc.stderr

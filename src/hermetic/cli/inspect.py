@@ -8,6 +8,8 @@ from pathlib import Path
 from ..attest import WHEEL_RECORD, is_layout
 from ..errors import UsageError, VerifyError
 from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
+from ..oci.layout import LayoutRef
+from ..oci.registry import parse_image_source
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, out, out_json
 
@@ -23,7 +25,11 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     elif target.exists():
         raise UsageError(f"cannot inspect {target}", "it is not an image layout, a wheel or a build record", "")
     else:
-        report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet)
+        src = parse_image_source(args.target)  # a missing path is "no such file", not a registry host
+        if isinstance(src, LayoutRef):
+            report = inspect_layout(src.path, args.arch)
+        else:
+            report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet)
     if args.json:
         out_json(report, sort_keys=True)
     else:

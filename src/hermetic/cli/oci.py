@@ -14,11 +14,20 @@ from typing import Any
 
 from .. import recipe
 from ..attest import attest_image
-from ..errors import VerifyError
+from ..errors import UsageError, VerifyError
 from ..oci.layer import check_compression
-from ..oci.layout import INDEX_TYPES, Layout, merge_layouts, pick_root, spec_from_record, write_image
+from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, merge_layouts, pick_root, spec_from_record, write_image
 from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
-from ..oci.registry import DEFAULT_CHUNK, Progress, make_client, parse_reference, pull_layout, push_layout
+from ..oci.registry import (
+    DEFAULT_CHUNK,
+    Progress,
+    make_client,
+    parse_image_source,
+    parse_reference,
+    pull_layout,
+    pull_local,
+    push_layout,
+)
 from ..oci.unpack import unpack_layout, verify_tree
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, add_group, out, say
@@ -105,7 +114,10 @@ def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk
 
 
 def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
-    ref = parse_reference(args.ref)
+    src = parse_image_source(args.ref)
+    if isinstance(src, LayoutRef):
+        return _pull_local(args, settings, src)
+    ref = src
     client = _client(args, settings, ref)
     try:
         if args.layout:
@@ -127,6 +139,29 @@ def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     finally:
         client.close()
+
+
+def _pull_local(args: argparse.Namespace, settings: Settings, src: LayoutRef) -> int:
+    """A local layout, with the checks of a registry pull (every blob hashed, diff_ids, platform)."""
+    if args.with_attestations:
+        raise UsageError(
+            "--with-attestations needs a registry",
+            f"{src} is a local layout: its attestations are already in it (referrers.json)",
+            "drop --with-attestations, or pull from a registry",
+        )
+    if args.layout:
+        desc = pull_local(src, Path(args.layout), arch=args.arch)
+        out(f"{src} {desc.digest} {Path(args.layout).resolve()}")
+        return 0
+    dest = Path(args.unpack).absolute()
+    staging = dest.with_name(f".{dest.name}.layout")
+    try:
+        pull_local(src, staging, arch=args.arch)
+        desc = unpack_layout(Layout(staging), dest, progress=lambda m: say(settings, m))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    out(f"{src} {desc.digest} {dest}")
+    return 0
 
 
 def _pull_attestations(
@@ -201,7 +236,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     push.set_defaults(func=cmd_push)
 
     pull = add_command(subparsers, "pull", "pull an image into a layout or unpack it", [common.base])
-    pull.add_argument("ref", metavar="REF")
+    pull.add_argument("ref", metavar="REF", help="REGISTRY/REPO[:TAG|@DIGEST], or a local layout: oci:DIR[:TAG] or DIR")
     where = pull.add_mutually_exclusive_group(required=True)
     where.add_argument("--layout", metavar="DIR", help="write an OCI image layout")
     where.add_argument("--unpack", metavar="DIR", help="unpack the image's filesystem into DIR (new or empty)")

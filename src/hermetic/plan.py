@@ -106,7 +106,7 @@ def plan_all(
         )
 
     # prune: the variant's deterministic subset of the release
-    prune_id = _digest("prune", sources.PRUNE_RULES_VERSION, pins, variant.values("targets"), variant.values("projects"))
+    prune_id = _digest("prune", sources.PRUNE_RULES_VERSION, rec.prune.as_json(), pins, variant.values("targets"), variant.values("projects"))
     if mode != "pruned":
         prune_step = Step("prune", "prune source", prune_id, SKIP, f"--source {source} builds without pruning", lambda: None)
     else:

@@ -15,6 +15,7 @@ from .errors import RecipeError
 
 _LIBRARY = re.compile(r"^(LLVM|MLIR)[A-Za-z0-9]+$")
 OPTION_NAMES = ("targets", "projects", "components", "tools")
+PRUNE_KEYS = ("keep_top", "drop_top", "drop_in_project", "td_always")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,19 @@ class Archive:
     url: str = ""
     apt_source_package: str = ""
     apt_source_version: str = ""
+
+
+@dataclass(frozen=True)
+class PruneRules:
+    """What a pruned source keeps of a release: data of the recipe, per version."""
+
+    keep_top: tuple[str, ...]
+    drop_top: tuple[str, ...]
+    drop_in_project: tuple[str, ...]
+    td_always: tuple[str, ...]
+
+    def as_json(self) -> dict[str, list[str]]:
+        return {k: list(getattr(self, k)) for k in ("keep_top", "drop_top", "drop_in_project", "td_always")}
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class Recipe:
     default_variant: str
     files_digest: str
     prefix_template: str
+    prune: PruneRules
 
     def digest(self) -> str:
         return self.files_digest
@@ -140,6 +155,7 @@ def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
             default_variant=str(variants_data["default"]),
             files_digest=_files_digest(path),
             prefix_template=str(data["install_prefix"]),
+            prune=PruneRules(**{k: tuple(str(x) for x in entry["prune"][k]) for k in PRUNE_KEYS}),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RecipeError(f"malformed recipe data in {path}", f"missing or wrong field: {exc}", "compare with git") from exc

@@ -37,7 +37,7 @@ from typing import BinaryIO
 from .digests import file_sha256, stream_sha256
 from .errors import SourceError, SubprocessFailed, disk_full
 from .log import Log, null_log
-from .recipe import Archive, Recipe, Variant
+from .recipe import Archive, PruneRules, Recipe, Variant
 
 
 @dataclass(frozen=True)
@@ -400,19 +400,14 @@ def fetch(
 
 # --- pruning ---------------------------------------------------------------
 
-# Subtrees no slim build reads, in every kept project.
-_DROP_IN_PROJECT = ("test", "unittests", "docs", "benchmarks", "examples", "bindings")
-# Needed by LLVM's configure: shared CMake modules and the third-party code LLVMSupport uses.
-_KEEP_TOP = ("cmake", "third-party")
-_DROP_TOP = ("third-party/benchmark", "third-party/unittest")
-# TargetParser's tablegen reads these targets' .td files even when they are not built.
-_TD_ALWAYS = ("ARM", "AArch64", "RISCV")
+# The pruning code's version; what is kept is the recipe's data (conandata.yml `prune:`).
 PRUNE_RULES_VERSION = 1
 
 
-def prune_key(archive: Archive, variant: Variant) -> str:
+def prune_key(archive: Archive, variant: Variant, rules: PruneRules) -> str:
     data = {
         "rules": PRUNE_RULES_VERSION,
+        "keep": rules.as_json(),
         "source": archive.sha256,
         "targets": sorted(variant.values("targets")),
         "projects": sorted(variant.values("projects")),
@@ -420,19 +415,19 @@ def prune_key(archive: Archive, variant: Variant) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def keep_path(rel: str, targets: set[str], projects: set[str]) -> bool:
+def keep_path(rel: str, targets: set[str], projects: set[str], rules: PruneRules) -> bool:
     """Whether a path (relative to the source root, '/'-separated) belongs to the pruned tree."""
     parts = rel.split("/")
     top = parts[0]
     if len(parts) == 1:
         return False  # loose files at the top (README, .clang-format) are not read by the build
-    if any(rel == d or rel.startswith(d + "/") for d in _DROP_TOP):
+    if any(rel == d or rel.startswith(d + "/") for d in rules.drop_top):
         return False
-    if top in _KEEP_TOP:
+    if top in rules.keep_top:
         return True
     if top not in projects:
         return False
-    if parts[1] in _DROP_IN_PROJECT:
+    if parts[1] in rules.drop_in_project:
         return False
     if top == "llvm" and len(parts) >= 4 and parts[1] == "lib" and parts[2] == "Target":
         target = parts[3]
@@ -440,7 +435,7 @@ def keep_path(rel: str, targets: set[str], projects: set[str]) -> bool:
             return True  # files directly in lib/Target (TargetMachine.cpp, CMakeLists.txt, …)
         if target in targets:
             return True
-        return target in _TD_ALWAYS and rel.endswith(".td")
+        return target in rules.td_always and rel.endswith(".td")
     return True
 
 
@@ -464,13 +459,13 @@ def _normalized(info: tarfile.TarInfo, name: str, epoch: int) -> tarfile.TarInfo
 
 def prune(
     source: CachedArchive,
+    recipe: Recipe,
     variant: Variant,
-    version: str,
     dest: Path,
-    epoch: int,
     log: Log = null_log,
 ) -> Path:
-    """Write a deterministic .tar.xz holding only what `variant` builds; returns its path."""
+    """Write a deterministic .tar.xz holding only what `variant` builds (the recipe's prune rules); returns its path."""
+    version, epoch = recipe.version, recipe.source_date_epoch
     targets = set(variant.values("targets"))
     projects = set(variant.values("projects"))
     root = f"llvm-project-{version}.src"
@@ -493,7 +488,7 @@ def prune(
                 if not (name + "/").startswith(strip) or name + "/" == strip:
                     continue
                 rel = name[len(strip):]
-                if info.isdir() or not keep_path(rel, targets, projects):
+                if info.isdir() or not keep_path(rel, targets, projects, recipe.prune):
                     continue
                 if not (info.isfile() or info.issym() or info.islnk()):
                     continue

@@ -19,7 +19,7 @@ from .settings import Settings
 
 
 def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive, variant: recipe.Variant) -> Path:
-    key = sources.prune_key(archive, variant)
+    key = sources.prune_key(archive, variant, rec.prune)
     return settings.cache_dir / "pruned" / key / f"llvm-project-{rec.version}.src-{variant.name}.tar.xz"
 
 
@@ -34,13 +34,13 @@ def ensure_pruned(
         if sources.cached_file(dest, meta["sha256"], log) is not None:
             log(f"prune: {dest.name} already in the cache")
             return meta
-    sources.prune(src, variant, rec.version, dest, rec.source_date_epoch, log)
+    sources.prune(src, rec, variant, dest, log)
     meta = {
         "file": dest.name,
         "path": str(dest),
         "sha256": file_sha256(dest),
         "size": dest.stat().st_size,
-        "key": sources.prune_key(src.archive, variant),
+        "key": sources.prune_key(src.archive, variant, rec.prune),
         "from": src.as_json(),
         "variant": variant.name,
     }

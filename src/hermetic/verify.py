@@ -265,14 +265,14 @@ def _rebuild_llvm(
         else:
             path = root / "source" / str(pruned.get("file") or cached.name)
             log(f"verify: pruning {src.archive.file} again")
-            sources.prune(src, variant, rec.version, path, rec.source_date_epoch, log)
+            sources.prune(src, rec, variant, path, log)
             note = f"pruned again from {src.archive.file}"
         digest = file_sha256(path)
         report.comparisons.append(Comparison("pruned source", "sha256:" + str(pruned.get("sha256", "")), "sha256:" + digest, note))
         if digest != pruned.get("sha256"):
             raise _mismatch(report, settings, Path(str(pruned.get("path", ""))), path, log)
         meta = {"file": path.name, "path": str(path), "sha256": digest, "size": path.stat().st_size,
-                "key": sources.prune_key(src.archive, variant), "from": src.as_json(), "variant": variant.name}
+                "key": sources.prune_key(src.archive, variant, rec.prune), "from": src.as_json(), "variant": variant.name}
         inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta)
     else:
         archive = spec.get("source_archive") or (wanted_sources[0] if wanted_sources else {})

@@ -125,8 +125,8 @@ def test_prune_is_deterministic_and_keeps_only_what_the_variant_builds(
     rec, path = fake
     src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
     nvptx = rec.variant("nvptx")
-    a = sources.prune(src, nvptx, rec.version, tmp_path / "a" / "p.tar.xz", EPOCH, no_log)
-    b = sources.prune(src, nvptx, rec.version, tmp_path / "b" / "p.tar.xz", EPOCH, no_log)
+    a = sources.prune(src, rec, nvptx, tmp_path / "a" / "p.tar.xz", no_log)
+    b = sources.prune(src, rec, nvptx, tmp_path / "b" / "p.tar.xz", no_log)
     assert a.read_bytes() == b.read_bytes()
     with tarfile.open(a) as tar:
         members = tar.getmembers()
@@ -155,15 +155,15 @@ def test_prune_is_deterministic_and_keeps_only_what_the_variant_builds(
 def test_prune_follows_the_variant(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
     rec, path = fake
     src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
-    out = sources.prune(src, rec.variant("triton"), rec.version, tmp_path / "t.tar.xz", EPOCH, no_log)
+    out = sources.prune(src, rec, rec.variant("triton"), tmp_path / "t.tar.xz", no_log)
     with tarfile.open(out) as tar:
         names = set(tar.getnames())
     top = "llvm-project-19.1.7.src/"
     assert top + "mlir/lib/IR/Op.cpp" in names
     assert top + "llvm/lib/Target/AMDGPU/AMDGPU.td" in names
     assert top + "clang/lib/Sema.cpp" not in names
-    key_nvptx = sources.prune_key(src.archive, rec.variant("nvptx"))
-    assert key_nvptx != sources.prune_key(src.archive, rec.variant("triton"))
+    key_nvptx = sources.prune_key(src.archive, rec.variant("nvptx"), rec.prune)
+    assert key_nvptx != sources.prune_key(src.archive, rec.variant("triton"), rec.prune)
 
 
 def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tm
     archive = replace(rec.archives[0], sha256=hashlib.sha256(bad.read_bytes()).hexdigest())
     src = sources.CachedArchive(archive, bad, "test")
     with pytest.raises(SourceError, match="cannot read source archive"):
-        sources.prune(src, rec.variant("nvptx"), rec.version, tmp_path / "o.tar.xz", EPOCH, no_log)
+        sources.prune(src, rec, rec.variant("nvptx"), tmp_path / "o.tar.xz", no_log)
     assert not (tmp_path / "o.tar.xz").exists()
 
 
@@ -253,7 +253,7 @@ def test_prune_verifies_the_archive_it_reads(fake: tuple[recipe.Recipe, Path], t
     src = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
     _flip_byte(src.path)
     with pytest.raises(SourceError) as exc:
-        sources.prune(src, rec.variant("nvptx"), rec.version, tmp_path / "p.tar.xz", EPOCH, no_log)
+        sources.prune(src, rec, rec.variant("nvptx"), tmp_path / "p.tar.xz", no_log)
     assert rec.archives[0].sha256 in exc.value.why and str(src.path) in exc.value.what
     assert not (tmp_path / "p.tar.xz").exists()
     assert_nothing_cached(cache)

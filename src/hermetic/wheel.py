@@ -60,10 +60,9 @@ class WheelRecipe:
     llvm_recipe: str
     cmake_defines: tuple[tuple[str, str], ...]
     exclude: tuple[str, ...]
-    import_check: str
 
     def digest(self) -> str:
-        data = [self.project, self.requirements, self.llvm_recipe, self.cmake_defines, self.exclude, self.import_check]
+        data = [self.project, self.requirements, self.llvm_recipe, self.cmake_defines, self.exclude]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()
 
 
@@ -75,7 +74,7 @@ def load_wheel_recipe(recipes_dir: Path) -> WheelRecipe:
         raise RecipeError(f"no compiler recipe at {path}", "", "restore recipes/compiler/wheel.yml from git") from exc
     except yaml.YAMLError as exc:
         raise RecipeError(f"cannot read {path}", str(exc), "fix the YAML syntax") from exc
-    keys = {"project", "requirements", "llvm_recipe", "cmake_defines", "exclude", "import_check"}
+    keys = {"project", "requirements", "llvm_recipe", "cmake_defines", "exclude"}
     if not isinstance(data, dict) or set(data) - keys or not {"project", "requirements"} <= set(data):
         got = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise RecipeError(
@@ -91,7 +90,6 @@ def load_wheel_recipe(recipes_dir: Path) -> WheelRecipe:
         llvm_recipe=str(data.get("llvm_recipe", "llvm")),
         cmake_defines=tuple(sorted((str(k), str(v)) for k, v in defines.items())),
         exclude=tuple(str(x) for x in data.get("exclude") or ()),
-        import_check=str(data.get("import_check", "")),
     )
 
 

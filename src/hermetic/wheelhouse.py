@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -326,7 +326,3 @@ def _download(reqs: Requirements, out: Path, pythons: Sequence[str], python: str
             for f in files:
                 if not (out / f.name).is_file():
                     os.replace(f, out / f.name)  # same directory tree: a rename, never a partial copy
-
-
-def files_for(check: Check, names: Iterable[str]) -> list[Path]:
-    return [f for n in names for f in check.found.get(normalize_name(n), [])]

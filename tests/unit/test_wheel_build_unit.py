@@ -392,7 +392,7 @@ def test_find_llvm_record(tmp_path: Path) -> None:
 def test_real_wheel_recipe_loads() -> None:
     wr = wheel.load_wheel_recipe(ROOT / "recipes")
     assert wr.project == "src/compiler" and wr.requirements == "toolchain/build-requirements.txt"
-    assert "build" in wr.exclude and wr.import_check == "tilec._core"
+    assert "build" in wr.exclude
 
 
 def test_plan_refuses_missing_wheelhouse(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def sm_target(gpu_tilec: ModuleType) -> str:
     """sm_XX of device 0, capped to what this LLVM knows (PTX JITs forward)."""
     from cuda.bindings import driver
 
-    drv = gpu_tilec.driver
+    drv = gpu_tilec.backends.cuda.driver
     drv.init()
     dev = drv.check("cuDeviceGet", driver.cuDeviceGet(0))
     attr = driver.CUdevice_attribute

@@ -18,7 +18,7 @@ class DeviceBuffer:
     def __init__(self, tilec: ModuleType, host: np.ndarray) -> None:
         from cuda.bindings import driver
 
-        self._drv = tilec.driver
+        self._drv = tilec.backends.cuda.driver
         self._cu = driver
         self.host_dtype = host.dtype
         self.shape = host.shape
@@ -194,9 +194,9 @@ def test_wrong_args_never_reach_the_gpu(
 def test_cuda_error_is_readable(gpu_tilec: ModuleType) -> None:
     from cuda.bindings import driver
 
-    gpu_tilec.driver.current_context()
+    gpu_tilec.backends.cuda.driver.current_context()
     with pytest.raises(gpu_tilec.CudaError, match=r"cuMemFree failed: CUDA_ERROR_\w+ \(\d+\): "):
-        gpu_tilec.driver.check("cuMemFree", driver.cuMemFree(driver.CUdeviceptr(0x10)))
+        gpu_tilec.backends.cuda.driver.check("cuMemFree", driver.cuMemFree(driver.CUdeviceptr(0x10)))
     assert ctypes.sizeof(ctypes.c_void_p) == 8
 
 

@@ -12,7 +12,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .errors import CudaError, CudaUnavailableError
+from ...errors import CudaError, CudaUnavailableError
 
 _lock = threading.Lock()
 _primary: dict[int, Any] = {}  # device ordinal -> retained primary context

@@ -63,11 +63,6 @@ def init() -> None:
     check("cuInit", result)
 
 
-def device_count() -> int:
-    init()
-    return int(check("cuDeviceGetCount", cuda().cuDeviceGetCount()))
-
-
 def current_context(device: int = 0) -> Any:
     """The current context; if there is none, the device's primary context (retained once)."""
     init()

@@ -64,14 +64,19 @@ def test_defaults_given_or_left_out_key_the_same(tilec: ModuleType, kernels: Mod
     assert other.key != plain.key
 
 
-def test_a_plugin_declares_its_options_and_refuses_others(tilec: ModuleType, tmp_path: Path) -> None:
+def _toy_settings(tilec: ModuleType, tmp_path: Path, source: str) -> Any:
+    """Settings whose TILEC_PLUGIN_DIRS holds one plugin `toy` made of `source`."""
     d = tmp_path / "plugins" / "toy"
     d.mkdir(parents=True)
     (d / "tilec-plugin.toml").write_text('name = "toy"\nentry = "mod:Toy"\n')
-    (d / "mod.py").write_text(textwrap.dedent(TOY_WITH_OPTIONS))
-    s = tilec.Settings.from_env(
+    (d / "mod.py").write_text(textwrap.dedent(source))
+    return tilec.Settings.from_env(
         {"TILEC_CACHE_DIR": str(tmp_path / "cache"), "TILEC_PLUGIN_DIRS": str(d), "PATH": os.environ.get("PATH", "")}
     )
+
+
+def test_a_plugin_declares_its_options_and_refuses_others(tilec: ModuleType, tmp_path: Path) -> None:
+    s = _toy_settings(tilec, tmp_path, TOY_WITH_OPTIONS)
     one = tilec.compile(IR, target="toy:x", settings=s)
     four = tilec.compile(IR, target="toy:x", lanes=4, settings=s)
     assert one.asm["llir"].endswith("; lanes=1\n") and four.asm["llir"].endswith("; lanes=4\n")
@@ -83,10 +88,6 @@ def test_a_plugin_declares_its_options_and_refuses_others(tilec: ModuleType, tmp
 
 
 def test_a_backend_without_options_refuses_them(tilec: ModuleType, tmp_path: Path) -> None:
-    d = tmp_path / "plugins" / "bare"
-    d.mkdir(parents=True)
-    (d / "tilec-plugin.toml").write_text('name = "toy"\nentry = "mod:Toy"\n')
-    (d / "mod.py").write_text(textwrap.dedent(TOY_WITH_OPTIONS).replace("options_class = ToyOptions", ""))
-    s = tilec.Settings.from_env({"TILEC_CACHE": "0", "TILEC_PLUGIN_DIRS": str(d)})
+    s = _toy_settings(tilec, tmp_path, TOY_WITH_OPTIONS.replace("options_class = ToyOptions", ""))
     with pytest.raises(tilec.TargetError, match="backend 'toy' takes no options of its own; got ptx_version"):
         tilec.compile(IR, target="toy:x", ptx_version=80, settings=s)

@@ -91,3 +91,8 @@ def test_a_backend_without_options_refuses_them(tilec: ModuleType, tmp_path: Pat
     s = _toy_settings(tilec, tmp_path, TOY_WITH_OPTIONS.replace("options_class = ToyOptions", ""))
     with pytest.raises(tilec.TargetError, match="backend 'toy' takes no options of its own; got ptx_version"):
         tilec.compile(IR, target="toy:x", ptx_version=80, settings=s)
+
+
+def test_unhashable_option_values_are_refused_up_front(tilec: ModuleType) -> None:
+    with pytest.raises(tilec.TargetError, match="backend options take numbers, strings"):
+        tilec.CompileOptions(target="sm_90", backend_options={"ptxas_options": [{"-v": 1}]})

@@ -57,6 +57,13 @@ class CompileOptions:
         raw = self.backend_options
         items = raw.items() if isinstance(raw, Mapping) else raw
         normalized = tuple(sorted((str(k), _frozen(v)) for k, v in items))
+        try:
+            hash(normalized)
+        except TypeError:
+            raise TargetError(
+                f"backend options take numbers, strings, bools and sequences of them, got "
+                f"{dict(normalized)!r}"
+            ) from None
         object.__setattr__(self, "backend_options", normalized)
 
     def validate(self) -> None:

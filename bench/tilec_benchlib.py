@@ -111,9 +111,10 @@ def machine() -> dict[str, Any]:
         info[dist] = _version(dist)
     try:
         import tilec
+        from tilec.backends.cuda import CudaBackend
 
         info["tilec_llvm"] = tilec.llvm_version()
-        ptxas = tilec.Compiler().ptxas()
+        ptxas = CudaBackend.ptxas(tilec.Settings.from_env())
         info["tilec_ptxas"] = str(ptxas.path) if ptxas else None
         info["tilec_ptxas_version"] = ptxas.version if ptxas else None
     except Exception as exc:  # the report says what failed rather than dying here

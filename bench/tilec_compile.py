@@ -193,7 +193,8 @@ def tilec_stages(name: str, target: str, reps: int) -> dict[str, Any]:
     """Each named stage timed on its own (same calls tilec.compile makes)."""
     import tilec
     from tilec import compiler as tc
-    from tilec import native, toolchain
+    from tilec import native
+    from tilec.backends.cuda import toolchain
 
     errors_note: list[str] = []
     c = tilec.Compiler(tilec_settings(None))
@@ -416,8 +417,9 @@ def child(kind: str, kernel: str, cache: Path) -> dict[str, Any]:
     torch.cuda.synchronize()  # a CUDA context exists before anything is timed
     if kind == "tilec":
         import tilec
+        from tilec.backends.cuda import driver
 
-        tilec.driver.current_context()
+        driver.current_context()
         target = lib.sm_target()
         settings = tilec_settings(cache)
         t0 = time.perf_counter()
@@ -532,8 +534,8 @@ def tilec_parts(kernel: str, cache: Path) -> dict[str, Any]:
         t5 = time.perf_counter()
         assert payload is not None, status
         if resolved:
-            asm, md = tc.CompiledKernel._parse_payload(payload)
             backend, tgt = resolved
+            asm, md = tc.CompiledKernel._parse_payload(payload, backend.metadata_class)
             backend.make_kernel(asm, md, opts, key, status, tgt, settings=c.settings)
         else:
             tc.CompiledKernel._from_payload(payload, opts, key, status)

@@ -133,7 +133,7 @@ def measure(variants: dict[str, Callable[[], Any]], launches: int, reps: int) ->
 
 def breakdown(ctx: dict[str, Any]) -> dict[str, float]:
     """Where tilec's per-launch time goes: each piece of CompiledKernel.launch timed alone."""
-    from tilec import driver, launch
+    from tilec.backends.cuda import driver, launch
 
     k = ctx["k"]
     a, b, out = ctx["tensors"]
@@ -167,7 +167,7 @@ def aot(res: dict[str, Any], launches: int, reps: int) -> dict[str, Any]:
     import tilec
 
     try:
-        from tilec import aot as tilec_aot  # issue 5's module; absent in older wheels
+        from tilec.backends.cuda import aot as tilec_aot  # absent in older wheels
     except ImportError as exc:
         return {"status": "not measured", "why": f"this tilec has no AOT launcher ({exc})"}
     import tilec_kernels as K

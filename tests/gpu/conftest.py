@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import sys
 from pathlib import Path
@@ -22,20 +23,41 @@ def _load(name: str) -> ModuleType:
     return mod
 
 
+CUDA_ERROR_NO_DEVICE = 100
+
+
+def _device_count() -> tuple[int, str]:
+    """CUDA devices, asked of libcuda itself, so that a missing cuda-bindings cannot pass
+    for a missing GPU; (0, why) when there is none."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return 0, f"no CUDA driver ({exc})"
+    rc = libcuda.cuInit(0)
+    if rc == CUDA_ERROR_NO_DEVICE:
+        return 0, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)"
+    if rc != 0:
+        pytest.fail(f"libcuda is present but cuInit(0) failed with CUresult {rc}", pytrace=False)
+    count = ctypes.c_int(0)
+    rc = libcuda.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        pytest.fail(f"cuDeviceGetCount failed with CUresult {rc}", pytrace=False)
+    return count.value, "no CUDA device (cuDeviceGetCount: 0)"
+
+
 def _cuda_device_or_skip() -> None:
+    """Skip without a device; with one, everything the tier needs must be there."""
+    count, why = _device_count()
+    if count == 0:
+        pytest.skip(why)
     try:
-        from cuda.bindings import driver
-    except ImportError:
-        pytest.skip("cuda-bindings is not installed")
-    try:
-        (err,) = driver.cuInit(0)
-    except Exception as exc:  # no libcuda.so
-        pytest.skip(f"no CUDA driver: {exc}")
-    if err != driver.CUresult.CUDA_SUCCESS:
-        pytest.skip(f"cuInit failed: {err}")
-    err, count = driver.cuDeviceGetCount()
-    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
-        pytest.skip("no CUDA device")
+        from cuda.bindings import driver  # noqa: F401
+    except ImportError as exc:
+        pytest.fail(
+            f"{count} CUDA device(s) present but cuda-bindings cannot be imported ({exc}); "
+            "the gpu tier must run here: pip install 'tilec[cuda]'",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +78,7 @@ def sm_target(gpu_tilec: ModuleType) -> str:
     """sm_XX of device 0, capped to what this LLVM knows (PTX JITs forward)."""
     from cuda.bindings import driver
 
-    drv = gpu_tilec.driver
+    drv = gpu_tilec.backends.cuda.driver
     drv.init()
     dev = drv.check("cuDeviceGet", driver.cuDeviceGet(0))
     attr = driver.CUdevice_attribute

@@ -46,8 +46,8 @@ class Buffers:
     def __init__(self, tilec: ModuleType) -> None:
         from cuda.bindings import driver as cu
 
-        self.cu, self.check, self.ptrs = cu, tilec.driver.check, []
-        tilec.driver.current_context()
+        self.cu, self.check, self.ptrs = cu, tilec.backends.cuda.driver.check, []
+        tilec.backends.cuda.driver.current_context()
 
     def upload(self, host: np.ndarray) -> int:
         ptr = self.check("cuMemAlloc", self.cu.cuMemAlloc(max(4, host.nbytes)))
@@ -69,7 +69,7 @@ class Buffers:
 def _device_facts(tilec: ModuleType) -> dict[str, Any]:
     from cuda.bindings import driver as cu
 
-    check = tilec.driver.check
+    check = tilec.backends.cuda.driver.check
     dev = check("cuDeviceGet", cu.cuDeviceGet(0))
     name = check("cuDeviceGetName", cu.cuDeviceGetName(256, dev))
     return {
@@ -126,11 +126,11 @@ def test_aot_program_matches_jit_and_launches_fast(
     # AOT: the same three, linked into one library with a dispatcher, built into a C program.
     target = f"cuda:{sm_target}"
     specs = [
-        tilec.aot.compile(src, target, block=256, settings=settings),
-        tilec.aot.compile(src, target, block=256, constants={"n": 1024}, settings=settings),
-        tilec.aot.compile(src, target, block=256, multiple_of={"n": 16}, settings=settings),
+        tilec.backends.cuda.aot.compile(src, target, block=256, settings=settings),
+        tilec.backends.cuda.aot.compile(src, target, block=256, constants={"n": 1024}, settings=settings),
+        tilec.backends.cuda.aot.compile(src, target, block=256, multiple_of={"n": 16}, settings=settings),
     ]
-    lib = tilec.aot.link(specs, "vaddlib")
+    lib = tilec.backends.cuda.aot.link(specs, "vaddlib")
     lib.write(tmp_path)
     order = [k.name for k in lib.dispatchers["vadd"]]
     exe = tmp_path / "aot_gpu_main"
@@ -233,7 +233,7 @@ def test_sass_and_dumps_with_the_toolkit(
     gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, tmp_path: Path
 ) -> None:
     k = gpu_tilec.compile(kernels.EXP_IR, target=sm_target, settings=settings, dump_dir=tmp_path)
-    tool = gpu_tilec.toolchain.find_cuda_tool(settings, "nvdisasm") or gpu_tilec.toolchain.find_cuda_tool(
+    tool = gpu_tilec.backends.cuda.toolchain.find_cuda_tool(settings, "nvdisasm") or gpu_tilec.backends.cuda.toolchain.find_cuda_tool(
         settings, "cuobjdump"
     )
     assert tool is not None, "the GPU runner's toolkit has nvdisasm/cuobjdump"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from types import ModuleType
 from typing import Any
 
@@ -18,7 +17,7 @@ class DeviceBuffer:
     def __init__(self, tilec: ModuleType, host: np.ndarray) -> None:
         from cuda.bindings import driver
 
-        self._drv = tilec.driver
+        self._drv = tilec.backends.cuda.driver
         self._cu = driver
         self.host_dtype = host.dtype
         self.shape = host.shape
@@ -194,10 +193,17 @@ def test_wrong_args_never_reach_the_gpu(
 def test_cuda_error_is_readable(gpu_tilec: ModuleType) -> None:
     from cuda.bindings import driver
 
-    gpu_tilec.driver.current_context()
-    with pytest.raises(gpu_tilec.CudaError, match=r"cuMemFree failed: CUDA_ERROR_\w+ \(\d+\): "):
-        gpu_tilec.driver.check("cuMemFree", driver.cuMemFree(driver.CUdeviceptr(0x10)))
-    assert ctypes.sizeof(ctypes.c_void_p) == 8
+    drv = gpu_tilec.backends.cuda.driver
+    drv.current_context()
+    with pytest.raises(gpu_tilec.CudaError, match=r"cuMemFree failed: CUDA_ERROR_\w+ \(\d+\): ") as info:
+        drv.check("cuMemFree", driver.cuMemFree(driver.CUdeviceptr(0x10)))
+    err = info.value
+    assert err.call == "cuMemFree" and err.code != 0
+    # The name is the driver's own for that code, not a guess.
+    name_rc, name = driver.cuGetErrorName(driver.CUresult(err.code))
+    assert name_rc == driver.CUresult.CUDA_SUCCESS and err.name == name.decode()
+    # A bad free is reported, not sticky: the context still works afterwards.
+    drv.synchronize()
 
 
 def test_torch_tensors_and_stream(

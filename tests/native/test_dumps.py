@@ -75,7 +75,7 @@ def test_sass_from_the_real_tools_when_present(
     tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path
 ) -> None:
     k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings, dump_dir=tmp_path)
-    tool = tilec.toolchain.find_cuda_tool(settings, "nvdisasm") or tilec.toolchain.find_cuda_tool(settings, "cuobjdump")
+    tool = tilec.backends.cuda.toolchain.find_cuda_tool(settings, "nvdisasm") or tilec.backends.cuda.toolchain.find_cuda_tool(settings, "cuobjdump")
     sass_files = list(tmp_path.glob("*/exp_scale.sass"))
     if tool is None:
         with pytest.raises(tilec.ToolNotFoundError, match="SASS needs nvdisasm or cuobjdump"):

@@ -30,8 +30,8 @@ def exp_kernel(tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatc
         raise AssertionError("the driver was reached")
 
     # Any driver use would fail the test: checks must come first.
-    monkeypatch.setattr(tilec.driver, "cuda", no_driver)
-    monkeypatch.setattr(tilec.driver, "current_context", no_driver)
+    monkeypatch.setattr(tilec.backends.cuda.driver, "cuda", no_driver)
+    monkeypatch.setattr(tilec.backends.cuda.driver, "current_context", no_driver)
     return k
 
 
@@ -84,11 +84,10 @@ def test_bad_launch_config(exp_kernel: Any, grid: Any, block: Any, match: str) -
 
 
 def test_packing_layout(tilec: ModuleType) -> None:
-    launch = tilec.launch
-    sig = launch.Signature.from_llvm(
+    sig = tilec.launch.Signature.from_llvm(
         "k", ["ptr addrspace(1)", "ptr", "i32", "float", "double", "i64"]
     )
-    packed = launch.pack_args(sig, [FakeArray(0xDEAD0000), None, -1, 1.5, 2.25, 2**63])
+    packed = tilec.backends.cuda.launch.pack_args(sig, [FakeArray(0xDEAD0000), None, -1, 1.5, 2.25, 2**63])
     assert len(packed.array) == 6
 
     def read(i: int, n: int) -> bytes:

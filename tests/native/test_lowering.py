@@ -120,7 +120,7 @@ def test_dump_stages(tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_
     k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
     names = sorted(p.name for p in k.dump(tmp_path / "dump"))
     stages = ["llir", "llir_opt", "ptx", "cubin"]
-    if tilec.toolchain.find_cuda_tool(settings, "nvdisasm") or tilec.toolchain.find_cuda_tool(settings, "cuobjdump"):
+    if tilec.backends.cuda.toolchain.find_cuda_tool(settings, "nvdisasm") or tilec.backends.cuda.toolchain.find_cuda_tool(settings, "cuobjdump"):
         stages.append("sass")
     assert names == sorted(f"exp_scale.{s}" for s in stages)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from . import aot, backends, ir
-from .aot import AotKernel, AotLibrary
+from . import backends, ir
 from .backends import Backend, Target
+from .backends.cuda import aot  # public as tilec.aot (README, `tilec aot`)
+from .backends.cuda.aot import AotKernel, AotLibrary
 from .compiler import CompiledKernel, CompileOptions, Compiler, Metadata, __version__, compile
 from .errors import (
     AotError,

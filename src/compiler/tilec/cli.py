@@ -1,6 +1,6 @@
 """`tilec` command line: aot, aot-link, compile (with stage dumps), backends.
 
-Parsing only; the work is done by tilec.aot, tilec.compiler and tilec.backends.
+Parsing only; the work is done by tilec.compiler, tilec.backends and tilec.backends.cuda.aot.
 User errors print one message and exit 1 (usage errors: 2), without a traceback.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import llvmlite.ir
 
-from . import aot as aot_mod
+from .backends.cuda import aot as aot_mod
 from .backends.registry import registry_for
 from .compiler import Compiler
 from .errors import TilecError
@@ -167,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The cuda flags given, so that a backend without them is not handed them."""
+    out: dict[str, Any] = {}
+    if args.ptx_version is not None:
+        out["ptx_version"] = args.ptx_version
+    if args.ftz:
+        out["ftz"] = True
+    return out
+
+
 def _cmd_aot(args: argparse.Namespace, settings: Settings) -> int:
     spec = _specialization(args)
     kernel = aot_mod.compile(
@@ -203,12 +213,11 @@ def _cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
     spec = _specialization(args)
     opts = CompileOptions(
         target=args.target,
-        ptx_version=args.ptx_version,
         opt_level=args.opt_level,
-        ftz=args.ftz,
         kernel=args.kernel,
         constants=spec.constants,
         multiple_of=spec.multiple_of,
+        backend_options=_backend_options(args),
     )
     compiler = Compiler(settings)
     k = compiler.compile(

@@ -10,19 +10,17 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import llvmlite.ir
 
 from . import ir as tir
-from . import native, toolchain
+from . import native
 from .backends.base import Backend, Target
-from .backends.nvptx import CudaBackend
 from .backends.registry import Registry, registry_for
 from .cache import Cache, digest_json
-from .errors import BackendError, ToolNotFoundError
+from .errors import BackendError
 from .kernel import (
     CompiledKernel,
     CompileOptions,
@@ -48,7 +46,7 @@ __all__ = [
     "compile",
 ]
 
-CACHE_LAYOUT = 2  # bump when payloads change shape
+CACHE_LAYOUT = 3  # bump when payloads or keys change shape
 
 
 def _as_ir(src: str | bytes | llvmlite.ir.Module) -> str | bytes:
@@ -94,46 +92,34 @@ class Compiler:
 
     def _stages(self, backend: Backend, target: Target, opts: CompileOptions) -> dict[str, Stage]:
         stages = backend.stages(target, opts, self.settings)
-        if isinstance(backend, CudaBackend):
-            # A subclass that overrides make_<stage> (e.g. another PTX -> cubin) gets it used.
-            for name in list(stages):
-                method = getattr(type(self), f"make_{name}", None)
-                if method is not None and method is not getattr(Compiler, f"make_{name}"):
-                    stages[name] = functools.partial(self._legacy_stage, name)
+        # A subclass that defines make_<stage> (e.g. another PTX -> cubin) gets it used.
+        for name in list(stages):
+            if callable(getattr(type(self), f"make_{name}", None)):
+                stages[name] = functools.partial(self._subclass_stage, name)
         return stages
 
-    def _legacy_stage(self, name: str, src: Any, ctx: StageContext) -> Any:
+    def _subclass_stage(self, name: str, src: Any, ctx: StageContext) -> Any:
         return getattr(self, f"make_{name}")(src, ctx.metadata, ctx.options)
 
-    # -- the cuda backend's stages one by one: (input, metadata, options) -------------
-    def _cuda(self, name: str, src: Any, md: Metadata, opts: CompileOptions) -> Any:
-        backend, target = self.resolve(opts)
-        if not isinstance(backend, CudaBackend):
-            raise BackendError(
-                f"make_{name} runs the cuda backend's stage; {opts.target} is not cuda"
-            )
-        stage = backend.stages(target, replace(opts, use_ptxas=True), self.settings).get(name)
-        if stage is None:
-            raise ToolNotFoundError("the cubin stage needs ptxas; none was found")
-        return stage(src, StageContext(self.settings, target, opts, md))
+    def __getattr__(self, attr: str) -> Callable[[Any, Metadata, CompileOptions], Any]:
+        """`make_<stage>(src, metadata, options)`: one stage of the options' target, on its own
+        (e.g. `make_ptx` of cuda); a subclass may define one to replace that stage."""
+        if not attr.startswith("make_") or attr == "make_":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        name = attr[len("make_") :]
 
-    def make_llir(self, src: str | bytes, md: Metadata, opts: CompileOptions) -> str:
-        return str(self._cuda("llir", src, md, opts))
+        def run(src: Any, md: Metadata, opts: CompileOptions) -> Any:
+            backend, target = self.resolve(opts)
+            stage = backend.stages(target, opts, self.settings).get(name)
+            if stage is None:
+                raise BackendError(
+                    f"backend {backend.name!r} has no stage {name!r} for {opts.target} "
+                    f"with these options; stages: "
+                    f"{', '.join(backend.stages(target, opts, self.settings))}"
+                )
+            return stage(src, StageContext(self.settings, target, opts, md))
 
-    def make_llir_opt(self, src: str, md: Metadata, opts: CompileOptions) -> str:
-        return str(self._cuda("llir_opt", src, md, opts))
-
-    def make_ptx(self, src: str, md: Metadata, opts: CompileOptions) -> str:
-        return str(self._cuda("ptx", src, md, opts))
-
-    def make_cubin(self, src: str, md: Metadata, opts: CompileOptions) -> bytes:
-        return bytes(self._cuda("cubin", src, md, opts))
-
-    def ptxas(self) -> toolchain.Ptxas | None:
-        path = toolchain.find_ptxas(self.settings)
-        if path is None:
-            return None
-        return toolchain.ptxas_info(path, toolchain.memo_dir(self.settings))
+        return run
 
     def cache_key(
         self, src: str | bytes, opts: CompileOptions, backend: Backend, target: Target
@@ -144,6 +130,7 @@ class Compiler:
                 "layout": CACHE_LAYOUT,
                 "ir": hashlib.sha256(data).hexdigest(),
                 "options": opts.digest(),
+                "backend_options": backend.options_digest(opts),
                 "target": str(target),
                 "tilec": __version__,
                 "llvm": native.built_llvm_version(),
@@ -159,7 +146,7 @@ class Compiler:
         if payload is None:
             return None, status
         try:
-            asm, md = CompiledKernel._parse_payload(payload)
+            asm, md = CompiledKernel._parse_payload(payload, backend.metadata_class)
             kernel = backend.make_kernel(asm, md, opts, key, status, target, settings=self.settings)
         except (KeyError, TypeError, ValueError):
             return None, "corrupt"
@@ -202,7 +189,7 @@ class Compiler:
         if not passes and key != looked_up:
             kernel, status = self._lookup(key, opts, backend, target)
         if kernel is None:
-            md = Metadata(
+            md = backend.metadata_class(
                 name="",
                 target=target.arch,
                 signature=(),
@@ -228,18 +215,15 @@ class Compiler:
 def compile(
     src: str | bytes | llvmlite.ir.Module,
     target: str = "sm_90",
-    ptx_version: int | None = None,
-    opt_level: int = 3,
     *,
-    ftz: bool = False,
+    opt_level: int = 3,
     kernel: str | None = None,
-    ptxas_options: tuple[str, ...] = (),
-    use_ptxas: bool = True,
     constants: Mapping[ParamRef, Constant] | Iterable[tuple[ParamRef, Constant]] | None = None,
     multiple_of: Mapping[ParamRef, int] | Iterable[tuple[ParamRef, int]] | None = None,
     settings: Settings | None = None,
     dump_dir: str | Path | None = None,
     dump_passes: bool | None = None,
+    **backend_options: Any,
 ) -> CompiledKernel:
     """Compile one kernel of `src` (IR text, bitcode, or a llvmlite.ir.Module).
 
@@ -249,17 +233,17 @@ def compile(
     carries the specialization (e.g. `vadd__n_1024`) and launches take only the
     parameters left. `dump_dir` (default: TILEC_DUMP_DIR) receives every stage;
     `dump_passes` (default: TILEC_DUMP_PASSES) adds the IR after each LLVM pass.
+    Other keywords are the backend's own options, e.g. for cuda `ptx_version=80`,
+    `ftz=True`, `ptxas_options=(...)`, `use_ptxas=False` (see CudaOptions); a backend
+    refuses names it does not know.
     """
     spec = Specialization.make(constants, multiple_of)
     opts = CompileOptions(
         target=target,
-        ptx_version=ptx_version,
         opt_level=opt_level,
-        ftz=ftz,
         kernel=kernel,
-        ptxas_options=tuple(ptxas_options),
-        use_ptxas=use_ptxas,
         constants=spec.constants,
         multiple_of=spec.multiple_of,
+        backend_options=backend_options,
     )
     return Compiler(settings).compile(src, opts, dump_dir=dump_dir, dump_passes=dump_passes)

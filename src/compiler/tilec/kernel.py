@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .cache import Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
@@ -25,21 +25,46 @@ if TYPE_CHECKING:
     from .backends.base import Backend, Target
 
 __version__ = "0.1.0"
+_M = TypeVar("_M", bound="Metadata")
+
+
+def _frozen(value: Any) -> Any:
+    """Lists (from JSON or a caller) as tuples, so that options stay hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
 class CompileOptions:
+    """What every backend takes; a backend's own options ride in `backend_options`.
+
+    `backend_options` maps option names to values (`ptx_version=80`, `ftz=True` for
+    cuda); the backend parses them into its `options_class` (see Backend.options),
+    which refuses names it does not know.
+    """
+
     target: str = "sm_90"  # "cuda:90", "sm_90", "cpu:x86-64", "<plugin>:<arch>"
-    ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
     opt_level: int = 3
-    ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
     kernel: str | None = None  # entry point; None: the module's only kernel
-    ptxas_options: tuple[str, ...] = ()
-    use_ptxas: bool = True  # False: leave cubin empty and let the driver JIT the PTX
     # Specialization: parameters (by name or index) fixed at compile time, and
     # integer parameters the kernel may assume to be multiples of k.
     constants: tuple[tuple[ParamRef, Constant], ...] = ()
     multiple_of: tuple[tuple[ParamRef, int], ...] = ()
+    backend_options: Mapping[str, Any] | tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        raw = self.backend_options
+        items = raw.items() if isinstance(raw, Mapping) else raw
+        normalized = tuple(sorted((str(k), _frozen(v)) for k, v in items))
+        try:
+            hash(normalized)
+        except TypeError:
+            raise TargetError(
+                f"backend options take numbers, strings, bools and sequences of them, got "
+                f"{dict(normalized)!r}"
+            ) from None
+        object.__setattr__(self, "backend_options", normalized)
 
     def validate(self) -> None:
         """Backend-independent checks; the backend checks the target and its own options."""
@@ -47,35 +72,36 @@ class CompileOptions:
             raise TargetError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
 
     @property
-    def features(self) -> str:
-        return f"+ptx{self.ptx_version}" if self.ptx_version is not None else ""
+    def extra(self) -> dict[str, Any]:
+        """`backend_options` as a dict."""
+        return dict(self.backend_options)
 
     def specialization(self) -> Specialization:
         return Specialization(self.constants, self.multiple_of)
 
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["backend_options"] = self.extra
+        return out
+
     def digest(self) -> str:
-        return digest_json(asdict(self))
+        """The backend-independent options; the backend keys its own in parsed form."""
+        out = self.to_json()
+        del out["backend_options"]
+        return digest_json(out)
 
 
 @dataclass
 class Metadata:
+    """What every backend records; a backend with more subclasses it (`metadata_class`)."""
+
     name: str  # the entry point (a specialization's own name)
     target: str  # the backend's arch, e.g. "sm_90" or "x86-64"
     signature: tuple[str, ...]  # LLVM types of the entry point's parameters
     llvm_version: str
     tilec_version: str = __version__
-    libdevice: str | None = None
-    libdevice_linked: tuple[str, ...] = ()
-    ptxas: str | None = None
-    ptxas_version: str | None = None
-    ptxas_log: str = ""
-    registers: int | None = None
-    shared_bytes: int | None = None
-    spill_stores: int | None = None
-    spill_loads: int | None = None
-    stack_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    backend: str = "cuda"
+    backend: str = ""
     param_names: tuple[str, ...] = ()  # C names of the entry point's parameters
     base_kernel: str = ""  # the kernel the specialization was made from
     base_signature: tuple[str, ...] = ()
@@ -86,7 +112,7 @@ class Metadata:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Metadata:
+    def from_json(cls: type[_M], raw: Mapping[str, Any]) -> _M:
         known = {f.name: f for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in raw.items():
@@ -201,12 +227,14 @@ class CompiledKernel:
         return {"asm": asm, "order": list(self.asm), "metadata": self.metadata.to_json()}
 
     @staticmethod
-    def _parse_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], Metadata]:
+    def _parse_payload(
+        payload: Mapping[str, Any], metadata_class: type[Metadata] = Metadata
+    ) -> tuple[dict[str, Any], Metadata]:
         asm: dict[str, Any] = {}
         for name in payload["order"]:
             item = payload["asm"][name]
             asm[name] = base64.b64decode(item["b64"]) if "b64" in item else str(item["text"])
-        return asm, Metadata.from_json(payload["metadata"])
+        return asm, metadata_class.from_json(payload["metadata"])
 
     # -- inspection ---------------------------------------------------------------
     def stage_files(self) -> Iterator[tuple[str, str | bytes]]:
@@ -248,7 +276,7 @@ class CompiledKernel:
             info = {
                 "key": self.key,
                 "target": str(self.target) if self.target is not None else self.options.target,
-                "options": asdict(self.options),
+                "options": self.options.to_json(),
                 "metadata": self.metadata.to_json(),
             }
             path.write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")

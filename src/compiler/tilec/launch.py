@@ -1,4 +1,4 @@
-"""Kernel signatures and argument packing for cuLaunchKernel (pure Python, no GPU).
+"""Kernel signatures, argument packing and launch configs, for every backend (pure Python).
 
 Everything here runs before anything reaches the driver, so a wrong count, type
 or range is a TypeError/ValueError with the parameter's position and type.
@@ -57,39 +57,6 @@ class Signature:
         return f"{self.name}({', '.join(p.llvm_type for p in self.params)})"
 
 
-def device_pointer(value: Any, where: str) -> int:
-    """A device address from a __cuda_array_interface__ object, CUdeviceptr, int or None."""
-    if value is None:
-        return 0
-    cai = getattr(value, "__cuda_array_interface__", None)
-    if cai is not None:
-        try:
-            data = cai["data"]
-            addr = int(data[0])
-        except (KeyError, TypeError, IndexError, ValueError) as exc:
-            raise LaunchValueError(f"{where}: malformed __cuda_array_interface__: {exc}") from exc
-        if cai.get("mask") is not None:
-            raise LaunchValueError(f"{where}: masked arrays are not supported")
-        return addr
-    if isinstance(value, (bool, float, complex, str, bytes)):
-        raise LaunchArgumentError(
-            f"{where}: expected a device pointer (an object with __cuda_array_interface__, "
-            f"a CUdeviceptr or an int), got {type(value).__name__}"
-        )
-    if type(value).__name__ == "CUdeviceptr" or isinstance(value, int):
-        addr = int(value)
-    elif hasattr(value, "__index__"):
-        addr = operator.index(value)
-    else:
-        raise LaunchArgumentError(
-            f"{where}: expected a device pointer (an object with __cuda_array_interface__, "
-            f"a CUdeviceptr or an int), got {type(value).__name__}"
-        )
-    if not 0 <= addr < 2**64:
-        raise LaunchValueError(f"{where}: pointer value {addr:#x} is outside 0..2**64-1")
-    return addr
-
-
 def _scalar(param: Param, value: Any, where: str) -> ctypes._SimpleCData:  # type: ignore[type-arg]
     kind, ctype = _SCALARS[param.llvm_type]
     if kind == "int":
@@ -133,10 +100,10 @@ class PackedArgs:
 def pack_args(
     sig: Signature,
     args: Sequence[Any],
-    pointer: Callable[[Any, str], int] = device_pointer,
+    pointer: Callable[[Any, str], int],
 ) -> PackedArgs:
-    """Check and pack `args`; `pointer` turns a pointer argument into an address
-    (device_pointer here; a host backend passes its own)."""
+    """Check and pack `args` into a `void *[]`; `pointer` turns a pointer argument into an
+    address (the backend's: device memory for cuda, host memory for a CPU backend)."""
     if len(args) != len(sig.params):
         raise LaunchArgumentError(
             f"kernel {sig} takes {len(sig.params)} argument(s), got {len(args)}"

@@ -236,11 +236,6 @@ class ResolvedSpecialization:
                 out.append((i, repr(float(v))))
         return out
 
-    def describe(self) -> list[str]:
-        return [f"{self.names[i]} = {v!r}" for i, v in self.constants] + [
-            f"{self.names[i]} % {k} == 0" for i, k in self.multiples
-        ]
-
     def to_json(self) -> dict[str, Any]:
         return {
             "constants": {self.names[i]: v for i, v in self.constants},

@@ -1,26 +1,32 @@
 """The backend interface: parse targets, name and produce stages, give the binary and its launcher.
 
-A backend is a `Backend` subclass. tilec has one in tree (`cuda`, NVPTX); others
-come from plugins (entry-point group `tilec.backends`, or TILEC_PLUGIN_DIRS), see
-tilec.backends.registry. Stages are callables `(input, StageContext) -> output`,
-run in order; each output is kept in `kernel.asm[<stage>]`.
+A backend is a `Backend` subclass. tilec has one in tree (`cuda`, NVPTX, in
+tilec.backends.cuda); others come from plugins (entry-point group `tilec.backends`,
+or TILEC_PLUGIN_DIRS), see tilec.backends.registry. Stages are callables
+`(input, StageContext) -> output`, run in order; each output is kept in
+`kernel.asm[<stage>]`. A backend with options of its own declares a frozen dataclass
+(`options_class`) that `Backend.options` builds from `CompileOptions.backend_options`;
+one that records more than `Metadata` declares a subclass (`metadata_class`).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import dataclasses
+import functools
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import native
-from ..errors import CompileError
+from ..cache import digest_json
+from ..errors import CompileError, TargetError
 from ..kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
 from ..launch import Signature
 from ..settings import Settings
 from ..specialize import c_param_names
 
-__all__ = ["Backend", "Stage", "StageContext", "Target", "front_end"]
+__all__ = ["Backend", "Stage", "StageContext", "Target", "front_end", "parse_options"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,10 @@ class Backend(abc.ABC):
     binary_format: ClassVar[str] = ""  # e.g. "cubin", "elf-shared-object"
     kernel_class: ClassVar[type[CompiledKernel]] = CompiledKernel  # its launcher
     default_arch: ClassVar[str | None] = None  # used when the target is the bare name
+    # A frozen dataclass of the backend's own options (None: it takes none); its
+    # `validate()`, if any, raises TargetError naming what is wrong.
+    options_class: ClassVar[type[Any] | None] = None
+    metadata_class: ClassVar[type[Metadata]] = Metadata  # what a compile records
 
     @abc.abstractmethod
     def parse_target(self, arch: str, options: CompileOptions) -> Target:
@@ -58,6 +68,19 @@ class Backend(abc.ABC):
         self, target: Target, options: CompileOptions, settings: Settings
     ) -> dict[str, Stage]:
         """The ordered stages for this target; the first one takes the input IR."""
+
+    def options(self, options: CompileOptions) -> Any:
+        """This backend's own options, parsed from `options.backend_options` (None when
+        it takes none); cheap enough for cache lookups (no native core)."""
+        items = options.backend_options
+        assert isinstance(items, tuple)  # CompileOptions normalizes it
+        return parse_options(self.name, cast(Hashable, self.options_class), items)
+
+    def options_digest(self, options: CompileOptions) -> str | None:
+        """The parsed options' identity, part of the cache key: defaults given or left
+        out key the same."""
+        parsed = self.options(options)
+        return None if parsed is None else digest_json(dataclasses.asdict(parsed))
 
     def quick_target(self, arch: str, options: CompileOptions) -> Target | None:
         """What `parse_target` would return for a valid `arch`, computed cheaply (no native
@@ -88,6 +111,33 @@ class Backend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<tilec backend {self.name!r} ({self.binary_format})>"
+
+
+@functools.lru_cache(maxsize=256)
+def parse_options(
+    backend: str, options_class: Hashable, items: tuple[tuple[str, Any], ...]
+) -> Any:
+    """`options_class(**dict(items))`, validated; unknown names get the list of valid ones."""
+    if options_class is None:
+        if items:
+            raise TargetError(
+                f"backend {backend!r} takes no options of its own; got "
+                f"{', '.join(name for name, _ in items)}"
+            )
+        return None
+    assert isinstance(options_class, type)
+    known = [f.name for f in dataclasses.fields(options_class) if f.init]
+    unknown = [name for name, _ in items if name not in known]
+    if unknown:
+        raise TargetError(
+            f"backend {backend!r} has no option {', '.join(map(repr, unknown))}; "
+            f"its options: {', '.join(known) or 'none'}"
+        )
+    parsed = options_class(**dict(items))
+    validate = getattr(parsed, "validate", None)
+    if validate is not None:
+        validate()
+    return parsed
 
 
 def front_end(src: str | bytes, ctx: StageContext, triple: str, cpu: str, features: str) -> str:

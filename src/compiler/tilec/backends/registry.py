@@ -43,6 +43,7 @@ from typing import Any
 from ..errors import PluginError, TargetError
 from ..kernel import CompileOptions
 from .base import Backend, Target
+from .cuda import arch as cuda_arch
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,7 +53,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 ENTRY_POINT_GROUP = "tilec.backends"
 MANIFEST = "tilec-plugin.toml"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-_SM = re.compile(r"^sm_\d+a?$")
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,14 @@ class BackendStatus:
 
 
 def _builtin_cuda() -> Any:
-    from .nvptx import CudaBackend
+    from .cuda import CudaBackend
 
     return CudaBackend
+
+
+def _bare_arch(spec: str) -> tuple[str, str] | None:
+    """A target written as the in-tree backend's bare arch ("sm_90", "90") -> (name, arch)."""
+    return ("cuda", spec) if cuda_arch.is_bare_target(spec) else None
 
 
 def _dist_text(ep: importlib.metadata.EntryPoint) -> str:
@@ -329,10 +334,11 @@ class Registry:
         options = options or CompileOptions(target=spec)
         if not isinstance(spec, str) or not spec:
             raise TargetError(f"a target is a string like 'cuda:90', got {spec!r}")
+        bare = _bare_arch(spec)
         if ":" in spec:
             name, arch = spec.split(":", 1)
-        elif _SM.match(spec) or spec.isdigit():
-            name, arch = "cuda", spec
+        elif bare is not None:
+            name, arch = bare
         elif spec in self._builtin or spec in self._plugins or spec in self.names():
             name, arch = spec, ""
         else:
@@ -365,10 +371,11 @@ class Registry:
         be done. For cache lookups: a key exists only for targets that once compiled."""
         if not isinstance(spec, str):
             return None
+        bare = _bare_arch(spec)
         if ":" in spec:
             name, arch = spec.split(":", 1)
-        elif _SM.match(spec) or spec.isdigit():
-            name, arch = "cuda", spec
+        elif bare is not None:
+            name, arch = bare
         else:
             return None
         if name not in self._builtin or len(self._plugins.get(name, ())) != 1:

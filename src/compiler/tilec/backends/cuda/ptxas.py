@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PtxasError
+from ...errors import PtxasError
 
 
 @dataclass(frozen=True)

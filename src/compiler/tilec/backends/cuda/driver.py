@@ -12,7 +12,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .errors import CudaError, CudaUnavailableError
+from ...errors import CudaError, CudaUnavailableError
 
 _lock = threading.Lock()
 _primary: dict[int, Any] = {}  # device ordinal -> retained primary context
@@ -61,11 +61,6 @@ def init() -> None:
     except Exception as exc:  # cuda-bindings raises when libcuda.so is absent
         raise CudaUnavailableError(f"no CUDA driver: {exc}") from exc
     check("cuInit", result)
-
-
-def device_count() -> int:
-    init()
-    return int(check("cuDeviceGetCount", cuda().cuDeviceGetCount()))
 
 
 def current_context(device: int = 0) -> Any:

@@ -8,24 +8,31 @@ is derived on demand with nvdisasm or cuobjdump.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .. import driver, native, toolchain
-from ..errors import TargetError, ToolError, ToolNotFoundError
-from ..kernel import CompiledKernel, CompileOptions, Stage, StageContext
-from ..launch import pack_args
-from ..ptxas import Resources, assemble, parse_verbose
-from ..settings import Settings
-from .base import Backend, Target, front_end
+from ... import native
+from ...errors import TargetError, ToolError, ToolNotFoundError
+from ...kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
+from ...settings import Settings
+from ..base import Backend, Target, front_end
+from . import arch as sm
+from . import driver, toolchain
+from .launch import pack_args
+from .options import CudaMetadata, CudaOptions
+from .ptxas import Resources, assemble, parse_verbose
 
-_ARCH = re.compile(r"^(?:sm_)?(\d+)(a?)$")
 TRIPLE = native.NVPTX_TRIPLE
+
+
+def _md(md: Metadata) -> CudaMetadata:
+    # Compiler.compile gives a CudaMetadata; a caller running stages one by one may
+    # pass a plain Metadata, and gets the same attributes set on it.
+    return cast(CudaMetadata, md)
 
 
 class CudaKernel(CompiledKernel):
@@ -50,14 +57,15 @@ class CudaKernel(CompiledKernel):
                 function = driver.get_function(module, self.name)
                 loaded = (module, function)
                 self._loaded[handle] = loaded
-                if self.metadata.registers is None:
-                    self.metadata.registers = driver.function_attribute(
+                md = _md(self.metadata)
+                if md.registers is None:
+                    md.registers = driver.function_attribute(
                         function, "CU_FUNC_ATTRIBUTE_NUM_REGS"
                     )
-                    self.metadata.shared_bytes = driver.function_attribute(
+                    md.shared_bytes = driver.function_attribute(
                         function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"
                     )
-                    self.metadata.stack_bytes = driver.function_attribute(
+                    md.stack_bytes = driver.function_attribute(
                         function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"
                     )
         return loaded[1]
@@ -119,29 +127,35 @@ class CudaBackend(Backend):
     binary_format = "cubin"
     kernel_class = CudaKernel
     default_arch = "sm_90"
+    options_class = CudaOptions
+    metadata_class = CudaMetadata
+
+    def options(self, options: CompileOptions) -> CudaOptions:
+        parsed: CudaOptions = super().options(options)
+        return parsed
 
     # -- targets -------------------------------------------------------------
     def parse_target(self, arch: str, options: CompileOptions) -> Target:
         info = native.target_info()
-        m = _ARCH.match(arch)
-        proc = f"sm_{m.group(1)}{m.group(2)}" if m else arch
-        if m is None or proc not in info.processors:
+        own = self.options(options)
+        proc = sm.normalize(arch)
+        if proc is None or proc not in info.processors:
             spelled = arch if arch.startswith("sm_") else f"cuda:{arch}"
             raise TargetError(
                 f"unknown target {spelled!r}; this LLVM ({native.llvm_version()}) knows: "
                 f"{', '.join(p for p in info.processors if p.startswith('sm_'))} "
                 "(write cuda:90, cuda:sm_90 or sm_90)"
             )
-        if options.ptx_version is not None and options.ptx_version not in info.ptx_versions:
+        if own.ptx_version is not None and own.ptx_version not in info.ptx_versions:
             raise TargetError(
-                f"unknown PTX ISA version {options.ptx_version}; supported: "
+                f"unknown PTX ISA version {own.ptx_version}; supported: "
                 f"{', '.join(map(str, info.ptx_versions))} (80 means 8.0)"
             )
-        return Target(self.name, proc, options.features)
+        return Target(self.name, proc, own.features)
 
     def quick_target(self, arch: str, options: CompileOptions) -> Target | None:
-        m = _ARCH.match(arch)
-        return Target(self.name, f"sm_{m.group(1)}{m.group(2)}", options.features) if m else None
+        proc = sm.normalize(arch)
+        return Target(self.name, proc, self.options(options).features) if proc else None
 
     # -- stages --------------------------------------------------------------
     def stages(
@@ -152,19 +166,19 @@ class CudaBackend(Backend):
             "llir_opt": self._llir_opt,
             "ptx": self._ptx,
         }
-        if options.use_ptxas and self.ptxas(settings) is not None:
+        if self.options(options).use_ptxas and self.ptxas(settings) is not None:
             stages["cubin"] = self._cubin
         return stages
 
     def _llir_opt(self, src: str, ctx: StageContext) -> str:
-        md, opts, target = ctx.metadata, ctx.options, ctx.target
+        md, opts, target = _md(ctx.metadata), ctx.options, ctx.target
         with native.NativeModule(src, name="<tilec llir>") as mod:
             needs = any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions())
             if needs:
                 path = toolchain.find_libdevice(ctx.settings)
                 md.libdevice = str(path)
                 md.libdevice_linked = tuple(sorted(mod.link_internalized(str(path))))
-            mod.set_module_flag("nvvm-reflect-ftz", 1 if opts.ftz else 0)
+            mod.set_module_flag("nvvm-reflect-ftz", 1 if self.options(opts).ftz else 0)
             ctx.passes += mod.optimize(
                 target.arch, target.features, opts.opt_level, dump_passes=ctx.dump_passes
             )
@@ -175,12 +189,16 @@ class CudaBackend(Backend):
             return mod.emit_assembly(ctx.target.arch, ctx.target.features, ctx.options.opt_level)
 
     def _cubin(self, src: str, ctx: StageContext) -> bytes:
-        md, opts = ctx.metadata, ctx.options
+        md, opts = _md(ctx.metadata), ctx.options
         ptxas = self.ptxas(ctx.settings)
         assert ptxas is not None
         md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
         cubin, log = assemble(
-            ptxas.path, src, ctx.target.arch, opts.ptxas_options, min(opts.opt_level, 3)
+            ptxas.path,
+            src,
+            ctx.target.arch,
+            self.options(opts).ptxas_options,
+            min(opts.opt_level, 3),
         )
         md.ptxas_log = log
         res: Resources | None = parse_verbose(log).get(md.name)
@@ -201,7 +219,7 @@ class CudaBackend(Backend):
         return toolchain.ptxas_info(path, toolchain.memo_dir(settings))
 
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
-        ptxas = self.ptxas(settings) if options.use_ptxas else None
+        ptxas = self.ptxas(settings) if self.options(options).use_ptxas else None
         try:
             libdevice: str | None = toolchain.file_sha256(
                 toolchain.find_libdevice(settings), toolchain.memo_dir(settings)

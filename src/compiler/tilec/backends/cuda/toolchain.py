@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ToolNotFoundError
-from .settings import Settings
+from ...errors import ToolNotFoundError
+from ...settings import Settings
 
 LIBDEVICE_NAME = "libdevice.10.bc"
 
@@ -151,11 +151,6 @@ def _find_libdevice(settings: Settings) -> Path | None:
 class Ptxas:
     path: Path
     version: str  # e.g. "13.0.88"
-
-    @property
-    def max_sm(self) -> int:
-        major = int(self.version.split(".")[0]) if self.version else 0
-        return 120 if major >= 12 else 90
 
 
 def memo_dir(settings: Settings) -> Path | None:

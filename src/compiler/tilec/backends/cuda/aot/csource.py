@@ -1,40 +1,17 @@
-"""Ahead-of-time kernels as C sources: `tilec aot` and `tilec aot-link`.
-
-`compile()` compiles one kernel (one specialization) for a CUDA target with no GPU
-present and gives a `.c`/`.h` pair: the cubin embedded as a byte array (PTX too,
-optionally, as the driver-JIT fallback), and a launcher that loads the module
-lazily, exactly once and thread-safely (pthread_once), caches the CUfunction,
-checks every driver call, and launches through a typed C signature taking the
-stream and the grid. Names and the header carry the specialization.
-
-`link()` puts several AOT kernels into one library and adds, per kernel, a
-dispatcher taking all of the kernel's parameters that picks the most specific
-specialization that fits the runtime arguments (and the device, when several
-archs are linked), and fails with CUDA_ERROR_NOT_FOUND and a message naming the
-arguments and the compiled specializations when none fits.
-"""
+"""C sources of AOT kernels and libraries: the header, launchers, dispatchers (text only)."""
 
 from __future__ import annotations
 
-import base64
 import json
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import llvmlite.ir
+from ....errors import AotError
+from ....kernel import __version__
 
-from .compiler import compile as compile_kernel
-from .errors import AotError, BackendError
-from .kernel import CompiledKernel, __version__
-from .settings import Settings
-from .specialize import Constant, ParamRef
+if TYPE_CHECKING:
+    from .kernel import AotKernel, AotParam
 
-FORMAT = "tilec-aot/1"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 _C_TYPES = {
     "i8": "int8_t",
@@ -44,7 +21,6 @@ _C_TYPES = {
     "float": "float",
     "double": "double",
 }
-_SM = re.compile(r"^sm_(\d+)(a?)$")
 _LAUNCH_ARGS = (
     "CUstream stream",
     "unsigned int grid_x",
@@ -62,337 +38,6 @@ def c_type(llvm_type: str) -> str:
         raise AotError(f"no C type for kernel parameter type {llvm_type!r}") from None
 
 
-@dataclass(frozen=True)
-class AotParam:
-    name: str
-    llvm_type: str
-
-    @property
-    def c_type(self) -> str:
-        return c_type(self.llvm_type)
-
-    def decl(self) -> str:
-        return f"{self.c_type} {self.name}"
-
-
-def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    dims = [value] if isinstance(value, int) else list(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
-        raise AotError(f"{what} must be 1 to 3 positive ints, got {value!r}")
-    dims += [1] * (3 - len(dims))
-    if dims[0] * dims[1] * dims[2] > 1024:
-        raise AotError(f"{what} {tuple(dims)} has more than 1024 threads")
-    return dims[0], dims[1], dims[2]
-
-
-@dataclass(frozen=True)
-class AotKernel:
-    """One compiled specialization with what its C launcher needs (see `to_json`)."""
-
-    name: str  # the C launcher's name
-    entry: str  # the cubin's entry point (the specialization's kernel name)
-    kernel: str  # the kernel it was specialized from
-    target: str  # "cuda:sm_90"
-    arch: str  # "sm_90"
-    params: tuple[AotParam, ...]  # the launcher's kernel parameters
-    base_params: tuple[AotParam, ...]  # all of the kernel's parameters
-    constants: tuple[tuple[str, Constant], ...]  # fixed at compile time (by base param name)
-    multiple_of: tuple[tuple[str, int], ...]  # assumed multiples
-    block: tuple[int, int, int]
-    shared_mem: int
-    cubin: bytes
-    ptx: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    # -- description -------------------------------------------------------------
-    def conditions(self) -> list[str]:
-        return [f"{n} == {v!r}" for n, v in self.constants] + [
-            f"{n} % {k} == 0" for n, k in self.multiple_of
-        ]
-
-    @property
-    def spec_text(self) -> str:
-        parts = [f"{n}={v!r}" for n, v in self.constants] + [
-            f"{n}%{k}==0" for n, k in self.multiple_of
-        ]
-        return ",".join(parts) or "generic"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "tilec_version": __version__,
-            "name": self.name,
-            "entry": self.entry,
-            "kernel": self.kernel,
-            "target": self.target,
-            "arch": self.arch,
-            "params": [[p.name, p.llvm_type] for p in self.params],
-            "base_params": [[p.name, p.llvm_type] for p in self.base_params],
-            "constants": [[n, v] for n, v in self.constants],
-            "multiple_of": [[n, k] for n, k in self.multiple_of],
-            "block": list(self.block),
-            "shared_mem": self.shared_mem,
-            "cubin_b64": base64.b64encode(self.cubin).decode(),
-            "ptx": self.ptx,
-            "metadata": dict(self.metadata),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], origin: str = "<json>") -> AotKernel:
-        if data.get("format") != FORMAT:
-            raise AotError(f"{origin}: not a tilec AOT description (format {data.get('format')!r})")
-        try:
-            return cls(
-                name=str(data["name"]),
-                entry=str(data["entry"]),
-                kernel=str(data["kernel"]),
-                target=str(data["target"]),
-                arch=str(data["arch"]),
-                params=tuple(AotParam(str(n), str(t)) for n, t in data["params"]),
-                base_params=tuple(AotParam(str(n), str(t)) for n, t in data["base_params"]),
-                constants=tuple((str(n), v) for n, v in data["constants"]),
-                multiple_of=tuple((str(n), int(k)) for n, k in data["multiple_of"]),
-                block=_dim3(list(data["block"]), "block"),
-                shared_mem=int(data["shared_mem"]),
-                cubin=base64.b64decode(data["cubin_b64"]),
-                ptx=data.get("ptx"),
-                metadata=dict(data.get("metadata") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AotError(f"{origin}: malformed tilec AOT description: {exc!r}") from exc
-
-    @classmethod
-    def load(cls, path: str | Path) -> AotKernel:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError) as exc:
-            raise AotError(f"cannot read AOT description {p}: {exc}") from exc
-        return cls.from_json(data, str(p))
-
-    # -- C -----------------------------------------------------------------------
-    def header(self) -> str:
-        return _header(self.name, [self], {}, f"tilec aot ({self.target})")
-
-    def source(self) -> str:
-        return _source(self.name, f"{self.name}.h", [self], {})
-
-    def write(self, directory: str | Path) -> list[Path]:
-        """Write `<name>.h`, `<name>.c` and `<name>.json` (the input of `tilec aot-link`)."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {
-            out / f"{self.name}.h": self.header(),
-            out / f"{self.name}.c": self.source(),
-            out / f"{self.name}.json": json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n",
-        }
-        for path, text in files.items():
-            path.write_text(text)
-        return list(files)
-
-
-# -- compiling -------------------------------------------------------------------------
-def _default_name(entry: str, arch: str) -> str:
-    # Single underscores: C++ reserves names with "__" anywhere.
-    return re.sub(r"_+", "_", f"{entry}_{arch.replace('sm_', 'sm')}")
-
-
-def from_kernel(
-    kernel: CompiledKernel,
-    *,
-    block: int | Sequence[int] = 128,
-    shared_mem: int = 0,
-    name: str | None = None,
-    embed_ptx: bool = False,
-) -> AotKernel:
-    """The AOT description of an already compiled `cuda` kernel."""
-    backend = kernel.backend
-    if backend is None or backend.binary_format != "cubin":
-        what = f"backend {backend.name!r} ({backend.binary_format})" if backend else "this kernel"
-        raise BackendError(f"AOT C launchers need cubins; {what} does not make them")
-    cubin = kernel.asm.get("cubin")
-    if not cubin:
-        raise AotError(
-            "AOT needs the cubin, and no ptxas was found (or use_ptxas=False): set TILEC_PTXAS "
-            "or CUDA_HOME, or pip install nvidia-cuda-nvcc"
-        )
-    md = kernel.metadata
-    if name is None:
-        name = _default_name(md.name, md.target)
-    if not _IDENT.match(name) or "__" in name:
-        raise AotError(f"launcher name {name!r} must be a C identifier without '__'")
-    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
-        raise AotError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
-    spec = md.specialization or {}
-    return AotKernel(
-        name=name,
-        entry=md.name,
-        kernel=md.base_kernel or md.name,
-        target=str(kernel.target) if kernel.target is not None else md.target,
-        arch=md.target,
-        params=tuple(AotParam(n, t) for n, t in zip(md.param_names, md.signature, strict=True)),
-        base_params=tuple(
-            AotParam(n, t) for n, t in zip(md.base_param_names, md.base_signature, strict=True)
-        ),
-        constants=tuple((str(n), v) for n, v in dict(spec.get("constants", {})).items()),
-        multiple_of=tuple((str(n), int(k)) for n, k in dict(spec.get("multiple_of", {})).items()),
-        block=_dim3(block, "block"),
-        shared_mem=shared_mem,
-        cubin=bytes(cubin),
-        ptx=str(kernel.asm["ptx"]) if embed_ptx else None,
-        metadata={
-            "registers": md.registers,
-            "shared_bytes": md.shared_bytes,
-            "spill_stores": md.spill_stores,
-            "spill_loads": md.spill_loads,
-            "ptxas_version": md.ptxas_version,
-            "llvm_version": md.llvm_version,
-            "cache_key": kernel.key,
-        },
-    )
-
-
-def compile(
-    src: str | bytes | llvmlite.ir.Module,
-    target: str = "cuda:90",
-    *,
-    kernel: str | None = None,
-    constants: Mapping[ParamRef, Constant] | Iterable[tuple[ParamRef, Constant]] | None = None,
-    multiple_of: Mapping[ParamRef, int] | Iterable[tuple[ParamRef, int]] | None = None,
-    block: int | Sequence[int] = 128,
-    shared_mem: int = 0,
-    name: str | None = None,
-    embed_ptx: bool = False,
-    opt_level: int = 3,
-    ptx_version: int | None = None,
-    ftz: bool = False,
-    ptxas_options: Sequence[str] = (),
-    settings: Settings | None = None,
-) -> AotKernel:
-    """Compile one kernel (specialization) for `target` ("cuda:90") into an AOT description.
-
-    Needs no GPU; needs ptxas. `block` is fixed into the launcher; `shared_mem` is
-    the dynamic shared memory each launch asks for. `.write(dir)` gives the C files.
-    """
-    # The JIT's compile, with ptxas required: AOT embeds a cubin.
-    compiled = compile_kernel(
-        src, target, ptx_version, opt_level, ftz=ftz, kernel=kernel,
-        ptxas_options=tuple(ptxas_options), use_ptxas=True,
-        constants=constants, multiple_of=multiple_of, settings=settings,
-    )
-    return from_kernel(compiled, block=block, shared_mem=shared_mem, name=name, embed_ptx=embed_ptx)
-
-
-# -- linking ---------------------------------------------------------------------------
-def _arch_number(arch: str) -> tuple[int, bool]:
-    m = _SM.match(arch)
-    if not m:
-        raise AotError(f"unexpected CUDA arch {arch!r}")
-    return int(m.group(1)), bool(m.group(2))
-
-
-def _specificity(k: AotKernel) -> tuple[int, float, int]:
-    return (
-        -len(k.constants),
-        -sum(math.log2(m) for _, m in k.multiple_of),
-        -_arch_number(k.arch)[0],
-    )
-
-
-@dataclass(frozen=True)
-class AotLibrary:
-    """Several AOT kernels in one `.c`/`.h`, with one dispatcher per kernel."""
-
-    name: str
-    kernels: tuple[AotKernel, ...]
-    dispatchers: Mapping[str, tuple[AotKernel, ...]]  # dispatcher name -> most specific first
-
-    def header(self) -> str:
-        return _header(self.name, list(self.kernels), self.dispatchers, "tilec aot-link")
-
-    def source(self) -> str:
-        return _source(self.name, f"{self.name}.h", list(self.kernels), self.dispatchers)
-
-    def write(self, directory: str | Path) -> list[Path]:
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        h, c = out / f"{self.name}.h", out / f"{self.name}.c"
-        h.write_text(self.header())
-        c.write_text(self.source())
-        return [h, c]
-
-
-def link(
-    kernels: Sequence[AotKernel | str | Path],
-    name: str,
-    dispatch_names: Mapping[str, str] | None = None,
-) -> AotLibrary:
-    """Combine AOT kernels into one library.
-
-    `dispatch_names` names the dispatchers (kernel -> C name; default: the kernel's name).
-    """
-    if not _IDENT.match(name) or "__" in name:
-        raise AotError(f"library name {name!r} must be a C identifier without '__'")
-    loaded = [k if isinstance(k, AotKernel) else AotKernel.load(k) for k in kernels]
-    if not loaded:
-        raise AotError("aot-link needs at least one AOT kernel")
-    seen: dict[str, AotKernel] = {}
-    for k in loaded:
-        if k.name in seen:
-            raise AotError(
-                f"two AOT kernels are both named {k.name!r}; rename one (tilec aot --name)"
-            )
-        seen[k.name] = k
-    groups: dict[str, list[AotKernel]] = {}
-    for k in loaded:
-        groups.setdefault(k.kernel, []).append(k)
-    names = dict(dispatch_names or {})
-    unknown = set(names) - set(groups)
-    if unknown:
-        raise AotError(f"no AOT kernel made from {sorted(unknown)}; kernels: {sorted(groups)}")
-    dispatchers: dict[str, tuple[AotKernel, ...]] = {}
-    for base, group in groups.items():
-        first = group[0]
-        for other in group[1:]:
-            if other.base_params != first.base_params:
-                raise AotError(
-                    f"specializations of {base!r} disagree on its parameters: {first.name} has "
-                    f"({_plist(first.base_params)}), {other.name} has ({_plist(other.base_params)})"
-                )
-            if other.block != first.block or other.shared_mem != first.shared_mem:
-                raise AotError(
-                    f"specializations of {base!r} must share block and dynamic shared memory "
-                    "(the caller sizes the grid): "
-                    f"{first.name} has {first.block}/{first.shared_mem}, "
-                    f"{other.name} has {other.block}/{other.shared_mem}"
-                )
-        keys: dict[tuple[Any, ...], AotKernel] = {}
-        for k in group:
-            sig = (tuple(sorted(k.constants)), tuple(sorted(k.multiple_of)), k.arch)
-            if sig in keys:
-                raise AotError(
-                    f"{keys[sig].name} and {k.name} are the same specialization of {base!r} "
-                    f"({k.spec_text}, {k.arch}); link one of them"
-                )
-            keys[sig] = k
-        dname = names.get(base, re.sub(r"_+", "_", base))
-        if not _IDENT.match(dname):
-            raise AotError(f"dispatcher name {dname!r} for {base!r} is not a C identifier")
-        if dname in seen or dname in dispatchers:
-            raise AotError(
-                f"the dispatcher of {base!r} would be called {dname!r}, which is taken; "
-                f"name it with --dispatch {base}=<name>"
-            )
-        ordered = sorted(enumerate(group), key=lambda ik: (_specificity(ik[1]), ik[0]))
-        dispatchers[dname] = tuple(k for _, k in ordered)
-    return AotLibrary(name, tuple(loaded), dispatchers)
-
-
-def _plist(params: Sequence[AotParam]) -> str:
-    return ", ".join(f"{p.llvm_type} {p.name}" for p in params)
-
-
-# -- C generation -----------------------------------------------------------------------
 def _upper(name: str) -> str:
     return name.upper()
 
@@ -433,7 +78,7 @@ def _comment(lines: Iterable[str]) -> str:
     return f"/*\n{body}\n */"
 
 
-def _header(
+def header(
     prefix: str,
     kernels: Sequence[AotKernel],
     dispatchers: Mapping[str, Sequence[AotKernel]],
@@ -733,7 +378,7 @@ def _dispatcher_c(prefix: str, dname: str, group: Sequence[AotKernel]) -> str:
     for k in group:
         conds = _condition(k, by_name)
         if multi:
-            num, exact = _arch_number(k.arch)
+            num, exact = k.arch_number
             conds.append(f"{prefix}_fits(cc, {num}, {int(exact)}, {int(k.ptx is not None)})")
         call = ", ".join(["stream", "grid_x", "grid_y", "grid_z", *(p.name for p in k.params)])
         if conds:
@@ -774,7 +419,7 @@ def _dispatcher_c(prefix: str, dname: str, group: Sequence[AotKernel]) -> str:
     return "\n".join(out)
 
 
-def _source(
+def source(
     prefix: str,
     header: str,
     kernels: Sequence[AotKernel],

@@ -1,0 +1,56 @@
+"""The cuda backend's own compile options and metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import TargetError
+from ...kernel import Metadata
+
+
+@dataclass(frozen=True)
+class CudaOptions:
+    """Given as `tilec.compile(..., ptx_version=80, ftz=True)` or
+    `CompileOptions(backend_options={...})`; parsed by `CudaBackend.options`."""
+
+    ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
+    ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
+    ptxas_options: tuple[str, ...] = ()
+    use_ptxas: bool = True  # False: leave cubin empty and let the driver JIT the PTX
+
+    def validate(self) -> None:
+        """Types and ranges; whether this LLVM knows `ptx_version` is checked with the target."""
+        if self.ptx_version is not None and (
+            isinstance(self.ptx_version, bool) or not isinstance(self.ptx_version, int)
+        ):
+            raise TargetError(f"ptx_version must be an int like 80, got {self.ptx_version!r}")
+        for name in ("ftz", "use_ptxas"):
+            if not isinstance(getattr(self, name), bool):
+                raise TargetError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not isinstance(self.ptxas_options, tuple) or not all(
+            isinstance(o, str) for o in self.ptxas_options
+        ):
+            raise TargetError(
+                f"ptxas_options must be a sequence of strings, got {self.ptxas_options!r}"
+            )
+
+    @property
+    def features(self) -> str:
+        """LLVM subtarget features for the NVPTX target."""
+        return f"+ptx{self.ptx_version}" if self.ptx_version is not None else ""
+
+
+@dataclass
+class CudaMetadata(Metadata):
+    """Metadata plus what libdevice linking, ptxas and the driver report."""
+
+    libdevice: str | None = None
+    libdevice_linked: tuple[str, ...] = ()
+    ptxas: str | None = None
+    ptxas_version: str | None = None
+    ptxas_log: str = ""
+    registers: int | None = None
+    shared_bytes: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None

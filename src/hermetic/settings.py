@@ -128,6 +128,11 @@ def resolve(
     cache = Path(merged.get("cache_dir") or (Path(xdg) / "hermetic" if xdg else home / ".cache" / "hermetic"))
     work = Path(merged.get("work_dir") or root / "build")
 
+    for name, path in (("--work-dir (HERMETIC_WORK_DIR)", work), ("--cache (HERMETIC_CACHE)", cache)):
+        # Caught here, before a plan is made, rather than as ENOTDIR deep inside a step.
+        if path.expanduser().exists() and not path.expanduser().is_dir():
+            raise UsageError(f"{name} {path} is not a directory", "it exists as a file", "point it at a directory")
+
     mirrors_raw = merged.get("mirrors", ())
     if isinstance(mirrors_raw, str):
         mirrors_raw = [m for m in mirrors_raw.split(os.pathsep) if m]

@@ -92,3 +92,10 @@ def test_closed_stdout_is_not_a_traceback(bad: dict[str, str]) -> None:
         os.close(write)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("option", ["--work-dir", "--cache"])
+def test_a_file_where_a_directory_belongs_is_refused_before_planning(option: str, bad: dict[str, str]) -> None:
+    proc = hermetic(option, bad["file"], "build", "llvm", "--variant", "support", check=False)
+    assert proc.returncode == ExitCode.USAGE and "is not a directory" in proc.stderr
+    assert "plan:" not in proc.stderr and "Traceback" not in proc.stderr

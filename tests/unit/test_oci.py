@@ -321,10 +321,11 @@ def test_layer_with_wrong_diff_id_is_refused(tmp_path: Path) -> None:
     assert list(area.iterdir()) == []
 
 
-def test_zstd_is_refused_with_a_reason(tmp_path: Path) -> None:
+def test_unknown_compression_is_refused_with_the_choices(tmp_path: Path) -> None:
     rec = make_record(tmp_path)
-    with pytest.raises(UsageError, match="zstd"):
-        write_image(spec_from_record(rec), tmp_path / "image", compression="zstd")
+    with pytest.raises(UsageError, match="unknown compression") as err:
+        write_image(spec_from_record(rec), tmp_path / "image", compression="xz")
+    assert "gzip, zstd" in err.value.fix
     assert not (tmp_path / "image").exists()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from .. import recipe
 from ..attest import attest_image
 from ..errors import UsageError, VerifyError
-from ..oci.layer import check_compression
+from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
 from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, merge_layouts, pick_root, spec_from_record, write_image
 from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
 from ..oci.registry import (
@@ -67,8 +67,8 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
             say(settings, f"  {att.kind} {att.digest} (referrer of {result.manifest.digest}, outside the image)")
     say(
         settings,
-        f"  layer {result.layer.size / 1e6:.1f} MB compressed ({result.layer.tar_size / 1e6:.1f} MB tar, "
-        f"{result.layer.entries} entries) in {result.seconds:.1f} s",
+        f"  layer {result.layer.size / 1e6:.1f} MB {args.compression} ({compressor_version(args.compression)}; "
+        f"{result.layer.tar_size / 1e6:.1f} MB tar, {result.layer.entries} entries) in {result.seconds:.1f} s",
     )
     return 0
 
@@ -203,7 +203,10 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
-        "--compression", default="gzip", choices=("gzip", "zstd"), help="layer compression (zstd: not yet)"
+        "--compression",
+        default="gzip",
+        choices=COMPRESSIONS,
+        help="layer compression: gzip (default, every reader) or zstd (smaller; Debian 12's umoci cannot read it)",
     )
     llvm.add_argument("--arch", help="OCI architecture to record (default: the build's)")
     llvm.add_argument(

@@ -90,19 +90,19 @@ def build_inputs(
     return llvm.BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (src.as_json(),), meta)
 
 
-def finished_build(settings: Settings, inputs: llvm.BuildInputs) -> dict[str, Any] | None:
-    """The record of an identical earlier build whose tree is still intact, else None."""
+def finished_build(settings: Settings, inputs: llvm.BuildInputs) -> record.BuildRecord | None:
+    """The record of an identical earlier build whose tree is still intact, else None.
+
+    A record that cannot be read is an error (VerifyError), not a reason to rebuild silently.
+    """
     path = llvm.build_dir(settings, inputs.variant.name) / "record.json"
     if not path.is_file():
         return None
-    try:
-        rec = record.load_record(path)
-    except Exception:
+    rec = record.load_build_record(path)
+    if rec.inputs_digest != inputs.digest():
         return None
-    if rec.get("inputs_digest") != inputs.digest():
-        return None
-    root = Path(rec.get("install_root", ""))
-    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec["tree"]["digest"]:
+    root = Path(rec.install_root)
+    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec.tree.digest:
         return None
     return rec
 
@@ -130,7 +130,7 @@ def plan_all(settings: Settings, log: Log, source: str = "pruned") -> list[Step]
             f"build llvm-{variant.name}",
             inputs.digest(),
             prev is not None,
-            "up to date: " + prev["tree"]["digest"] if prev else f"{settings.jobs} jobs, offline={settings.offline}",
+            "up to date: " + prev.tree.digest if prev else f"{settings.jobs} jobs, offline={settings.offline}",
             lambda: llvm.build(settings, inputs, log),
         ),
         Step(
@@ -162,7 +162,7 @@ def _wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
 
     job = wheel.plan(settings, None, llvm_prefix, None, None)
     rec = wheel.build_wheel(settings, job, log)
-    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    sbom, prov = attest_wheel(settings, job.output / rec.wheel)
     log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
 
 

@@ -246,7 +246,8 @@ class SourceOrigin:
     origin: str
 
     @classmethod
-    def from_json(cls, f: _Fields) -> SourceOrigin:
+    def from_json(cls, data: object, file: str = "<source>", where: str = "") -> SourceOrigin:
+        f = data if isinstance(data, _Fields) else _Fields(data, file, where)
         return cls(f.string("file"), f.string("sha256"), f.string("origin"))
 
     def as_json(self) -> dict[str, Any]:

@@ -47,12 +47,13 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     inputs = pipeline.build_inputs(settings, rec, variant, args.source, log)
     prev = None if args.force else pipeline.finished_build(settings, inputs)
     if prev is not None:
-        log(f"build: llvm-{variant.name} is up to date ({prev['tree']['digest']})")
+        log(f"build: llvm-{variant.name} is up to date ({prev.tree.digest})")
         result = prev
     else:
         result = llvm.build(settings, inputs, log, keep_build=args.keep_build)
-    out_json({k: result[k] for k in ("variant", "prefix", "install_root", "wall_time_s")}
-             | {"tree_digest": result["tree"]["digest"], "record": str(llvm.build_dir(settings, variant.name) / "record.json")})
+    out_json({"variant": result.variant, "prefix": result.prefix, "install_root": result.install_root,
+              "wall_time_s": result.wall_time_s}
+             | {"tree_digest": result.tree.digest, "record": str(llvm.build_dir(settings, variant.name) / "record.json")})
     return 0
 
 

@@ -4,6 +4,12 @@ A record is plain JSON so that other tools (and later `hermetic verify`) can
 read it without hermetic. The install-tree digest covers paths, types, modes,
 link targets and contents, not timestamps, so the same build gives the same
 digest wherever and whenever it ran.
+
+Inside hermetic a record is typed: BuildRecord (record.json of an LLVM build),
+WheelRecord (wheel-record.json) and PrunedSource (pruned.json), frozen
+dataclasses read by load_build_record / load_wheel_record / load_pruned, which
+refuse a missing or mistyped field by name, and written by write_record as the
+same JSON as ever. This module is the one place that knows their keys.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 from hermetic import recipe, sources
 from hermetic.digests import file_sha256
 from hermetic.oci.layer import write_layer
+from hermetic.record import load_build_record
 from hermetic.settings import find_root
 
 
@@ -76,7 +77,7 @@ def main() -> int:
     ap.add_argument("--install-root", type=Path, help="the staged tree, when it was moved since the build")
     args = ap.parse_args()
 
-    rec = json.loads(args.record.read_text())
+    rec = load_build_record(args.record)
     llvm = recipe.load(find_root(Path.cwd()) / "recipes")
     if args.source:
         archive_path = args.source
@@ -95,28 +96,28 @@ def main() -> int:
 
     default_cmds, configure_s = default_config_commands(archive_path, archive.strip_root, llvm.version)
     sink = _Count()
-    install_root = args.install_root or Path(rec["install_root"])
-    layer = write_layer(sink, install_root, rec["prefix"].lstrip("/"), int(rec["source_date_epoch"]))  # type: ignore[arg-type]
+    install_root = args.install_root or Path(rec.install_root)
+    layer = write_layer(sink, install_root, rec.prefix.lstrip("/"), rec.source_date_epoch)  # type: ignore[arg-type]
     figures: dict[str, Any] = {
-        "variant": rec["variant"],
+        "variant": rec.variant,
         "llvm": llvm.version,
         "machine": f"{platform.system().lower()}-{platform.machine()}",
-        "variant_commands": rec["build_commands"],
+        "variant_commands": rec.build_commands,
         "default_config_commands": default_cmds,
         "default_configure_s": round(configure_s, 1),
-        "commands_ratio": round(rec["build_commands"] / default_cmds, 3),
-        "installed_bytes": rec["tree"]["size"],
-        "installed_files": sum(1 for f in rec["tree"]["files"] if f["type"] == "file"),
-        "lib_bytes": sum(f.get("size", 0) for f in rec["tree"]["files"] if "/lib/" in f["path"] and f["type"] == "file"),
-        "include_bytes": sum(f.get("size", 0) for f in rec["tree"]["files"] if "/include/" in f["path"] and f["type"] == "file"),
+        "commands_ratio": round((rec.build_commands or 0) / default_cmds, 3),
+        "installed_bytes": rec.tree.size,
+        "installed_files": sum(1 for f in rec.tree.files if f.kind == "file"),
+        "lib_bytes": sum(f.size for f in rec.tree.files if "/lib/" in f.path and f.kind == "file"),
+        "include_bytes": sum(f.size for f in rec.tree.files if "/include/" in f.path and f.kind == "file"),
         "layer_gzip_bytes": layer.size,
-        "tree_digest": rec["tree"]["digest"],
-        "build_wall_s": rec.get("wall_time_s"),
-        "build_jobs": rec.get("jobs"),
+        "tree_digest": rec.tree.digest,
+        "build_wall_s": rec.wall_time_s,
+        "build_jobs": rec.jobs,
     }
-    print(f"LLVM {llvm.version} variant {rec['variant']}")
-    print(f"  build commands      {rec['build_commands']:>8}   default configuration {default_cmds}   ratio {figures['commands_ratio']}")
-    print(f"  installed           {rec['tree']['size'] / 1e6:>8.1f} MB  (lib {figures['lib_bytes'] / 1e6:.1f} MB, include {figures['include_bytes'] / 1e6:.1f} MB)")
+    print(f"LLVM {llvm.version} variant {rec.variant}")
+    print(f"  build commands      {rec.build_commands!s:>8}   default configuration {default_cmds}   ratio {figures['commands_ratio']}")
+    print(f"  installed           {rec.tree.size / 1e6:>8.1f} MB  (lib {figures['lib_bytes'] / 1e6:.1f} MB, include {figures['include_bytes'] / 1e6:.1f} MB)")
     print(f"  OCI layer (gzip)    {layer.size / 1e6:>8.1f} MB   vs 950 MB community tarball: ratio {layer.size / 950e6:.3f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

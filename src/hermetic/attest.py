@@ -10,6 +10,7 @@ as detected at attestation time).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -84,10 +85,10 @@ def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
     path = work_dir / "llvm" / variant / "record.json"
     want = facts.labels.get(LABEL + "tree.digest", "")
     if variant and path.is_file():
-        rec = record.load_record(path)
-        if (rec.get("tree") or {}).get("digest") == want:
+        rec = record.load_build_record(path)
+        if rec.tree.digest == want:
             return path
-        why = f"{path} records tree {(rec.get('tree') or {}).get('digest')}, the image holds {want}"
+        why = f"{path} records tree {rec.tree.digest}, the image holds {want}"
     else:
         why = f"there is no {path}"
     raise UsageError(
@@ -97,10 +98,10 @@ def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
     )
 
 
-def build_times(rec: dict[str, Any], path: Path, total_s: float | None) -> tuple[float, float]:
+def build_times(rec: record.BuildRecord | record.WheelRecord, path: Path, total_s: float | None) -> tuple[float, float]:
     """Start and finish of the build: from the record when it has them, else its mtime and wall time."""
-    if rec.get("started") and rec.get("finished"):
-        return provenance.parse_iso(str(rec["started"])), provenance.parse_iso(str(rec["finished"]))
+    if rec.started and rec.finished:
+        return provenance.parse_iso(rec.started), provenance.parse_iso(rec.finished)
     finished = path.stat().st_mtime
     return finished - float(total_s or 0.0), finished
 
@@ -124,24 +125,24 @@ def attest_image(
     """Write the image's SBOM and provenance into its layout as referrers."""
     layout = Layout(layout_path)
     facts, subject = image_facts(layout, arch)
-    rec = record.load_record(record_path)
+    rec = record.load_build_record(record_path)
     want = facts.labels.get(LABEL + "tree.digest", "")
-    if want and (rec.get("tree") or {}).get("digest") != want:
+    if want and rec.tree.digest != want:
         raise VerifyError(
             f"{record_path} is not the record of {facts.name}",
-            f"it records tree {(rec.get('tree') or {}).get('digest')}, the image holds {want}",
+            f"it records tree {rec.tree.digest}, the image holds {want}",
             "pass the record.json of the build the image was written from",
         )
     canonical = _canonical(settings)
     bom = sbom.image_sbom(rec, facts, canonical)
-    started, built = build_times(rec, record_path, rec.get("wall_time_s"))
+    started, built = build_times(rec, record_path, rec.wall_time_s)
     if finished is None:
         finished = max(built, (layout.path / "index.json").stat().st_mtime)
     statement = provenance.image_statement(
         rec, facts, canonical, started=started, finished=finished,
         record_sha256=file_sha256(record_path), builder_id=builder_id,
     )
-    epoch = int(rec.get("source_date_epoch", 0))
+    epoch = rec.source_date_epoch
     out = [
         referrers.attach(
             layout, subject, sbom.MEDIA_TYPE, sbom.dumps(bom), "sbom.cdx.json",
@@ -182,7 +183,7 @@ def wheel_license(wheel: Path) -> str:
 class WheelArtifact:
     wheel: Path
     record_path: Path
-    record: dict[str, Any]
+    record: record.WheelRecord
 
 
 def find_wheel(path: Path) -> WheelArtifact:
@@ -194,19 +195,16 @@ def find_wheel(path: Path) -> WheelArtifact:
     else:
         rec_path = path
     try:
-        rec = json.loads(rec_path.read_text())
+        data = json.loads(rec_path.read_text())
     except FileNotFoundError as exc:
         raise UsageError(f"no {WHEEL_RECORD} beside {path}", "hermetic wheel writes it next to the wheel",
                          "build the wheel with `hermetic wheel`") from exc
     except ValueError as exc:
         raise VerifyError(f"{rec_path} is not valid JSON", str(exc), "build the wheel again") from exc
-    from .wheel import WHEEL_RECORD_SCHEMA
-
-    if not isinstance(rec, dict) or rec.get("schema") != WHEEL_RECORD_SCHEMA:
-        raise UsageError(f"{rec_path} is not a hermetic wheel record", f"expected schema {WHEEL_RECORD_SCHEMA}", "")
-    wheel = path if path.suffix == ".whl" else rec_path.with_name(str(rec.get("wheel", "")))
-    if wheel.name != rec.get("wheel"):
-        raise UsageError(f"{rec_path} records {rec.get('wheel')}, not {wheel.name}", "", "pass the record of this wheel")
+    rec = record.WheelRecord.from_json(data, str(rec_path))
+    wheel = path if path.suffix == ".whl" else rec_path.with_name(rec.wheel)
+    if wheel.name != rec.wheel:
+        raise UsageError(f"{rec_path} records {rec.wheel}, not {wheel.name}", "", "pass the record of this wheel")
     return WheelArtifact(wheel, rec_path, rec)
 
 
@@ -230,23 +228,22 @@ def llvm_origin(prefix: Path) -> sbom.LLVMOrigin | None:
     return sbom.LLVMOrigin(package, version, arch.strip(), source)
 
 
-def _llvm_record_of(wrec: dict[str, Any]) -> dict[str, Any] | None:
-    ref = (wrec.get("llvm") or {}).get("record") or {}
-    path = Path(str(ref.get("path", ""))) if ref.get("path") else None
-    if path is None or not path.is_file():
+def _llvm_record_of(wrec: record.WheelRecord) -> record.BuildRecord | None:
+    ref = wrec.llvm.record
+    path = Path(ref.path) if ref and ref.path else None
+    if ref is None or path is None or not path.is_file():
         return None
-    rec = record.load_record(path)
-    return rec if (rec.get("tree") or {}).get("digest") == ref.get("tree_digest") else None
+    rec = record.load_build_record(path)
+    return rec if rec.tree.digest == ref.tree_digest else None
 
 
-def _wheel_toolchain(wrec: dict[str, Any]) -> dict[str, Any]:
-    if wrec.get("toolchain"):
-        return dict(wrec["toolchain"])
+def _wheel_toolchain(wrec: record.WheelRecord) -> record.ToolchainVersions:
+    if wrec.toolchain:
+        return wrec.toolchain
     from . import llvm, sandbox
 
-    found: dict[str, Any] = dict(llvm.toolchain_versions(sandbox.build_env(int(wrec.get("source_date_epoch", 0)))))
-    found["detected_at"] = "attestation (the wheel record does not name its compiler)"
-    return found
+    found = record.ToolchainVersions.from_mapping(llvm.toolchain_versions(sandbox.build_env(wrec.source_date_epoch)))
+    return dataclasses.replace(found, detected_at="attestation (the wheel record does not name its compiler)")
 
 
 def wheel_documents(
@@ -254,7 +251,7 @@ def wheel_documents(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     wrec = art.record
     llvm_rec = _llvm_record_of(wrec)
-    prefix = Path(str((wrec.get("llvm") or {}).get("prefix", "")))
+    prefix = Path(wrec.llvm.prefix)
     origin = None if llvm_rec is not None else llvm_origin(prefix)
     canonical = _canonical(settings)
     chain = _wheel_toolchain(wrec)
@@ -262,7 +259,7 @@ def wheel_documents(
         wrec, license_expression=wheel_license(art.wheel), llvm_record=llvm_rec, llvm_origin=origin,
         canonical=canonical, toolchain=chain,
     )
-    started, finished = build_times(wrec, art.record_path, (wrec.get("timings_s") or {}).get("total"))
+    started, finished = build_times(wrec, art.record_path, wrec.timings_s.total)
     statement = provenance.wheel_statement(
         wrec, llvm_record=llvm_rec, canonical=canonical, started=started, finished=finished,
         record_sha256=file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
@@ -278,10 +275,10 @@ def attest_wheel(
     if not art.wheel.is_file():
         raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "build the wheel again")
     actual = file_sha256(art.wheel)
-    if actual != art.record.get("sha256"):
+    if actual != art.record.sha256:
         raise VerifyError(
             f"{art.wheel.name} does not match its record",
-            f"sha256 {actual}, {art.record_path} says {art.record.get('sha256')}",
+            f"sha256 {actual}, {art.record_path} says {art.record.sha256}",
             "rebuild the wheel, or pass the record written with it",
         )
     bom, statement = wheel_documents(settings, art, builder_id)

@@ -222,25 +222,26 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
     if not art.wheel.is_file():
         raise UsageError(f"{art.wheel} does not exist", f"{art.record_path} names it", "")
     digest = file_sha256(art.wheel)
-    llvm = wrec.get("llvm") or {}
+    llvm = wrec.llvm
     out: dict[str, Any] = {
         "artifact": {
             "kind": "wheel",
             "name": art.wheel.name,
             "location": str(art.wheel.absolute()),
             "digest": "sha256:" + digest,
-            "tag": wrec.get("tag"),
+            "tag": wrec.tag,
             "record": str(art.record_path),
-            "record_matches": wrec.get("sha256") == digest,
+            "record_matches": wrec.sha256 == digest,
         },
         "built_from": {
-            "project": (wrec.get("project") or {}).get("name"),
-            "llvm": {"prefix": llvm.get("prefix"), "version": llvm.get("version"), "record": llvm.get("record")},
-            "python": (wrec.get("python") or {}).get("version"),
-            "build_requirements": (wrec.get("build_requirements") or {}).get("digest"),
-            "pinned": {p["name"]: p["version"] for p in (wrec.get("build_requirements") or {}).get("pinned") or []},
-            "source_date_epoch": wrec.get("source_date_epoch"),
-            "offline": wrec.get("offline"),
+            "project": wrec.project.name,
+            "llvm": {"prefix": llvm.prefix, "version": llvm.version,
+                     "record": llvm.record.as_json() if llvm.record else None},
+            "python": wrec.python.version,
+            "build_requirements": wrec.build_requirements.digest,
+            "pinned": {p.name: p.version for p in wrec.build_requirements.pinned},
+            "source_date_epoch": wrec.source_date_epoch,
+            "offline": wrec.offline.as_json(),
         },
         "attestations": {},
     }
@@ -267,27 +268,27 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
 
 
 def inspect_record(path: Path) -> dict[str, Any]:
-    rec = record.load_record(path)
-    root = Path(str(rec.get("install_root", "")))
+    rec = record.load_build_record(path)
+    root = Path(rec.install_root)
     on_disk = record.tree_digest(record.scan_tree(root)) if root.is_dir() else None
     return {
         "artifact": {
             "kind": "llvm-install-tree",
-            "name": f"llvm-{rec.get('variant')}-{(rec.get('recipe') or {}).get('version')}",
+            "name": f"llvm-{rec.variant}-{rec.recipe.version}",
             "location": str(root),
-            "digest": (rec.get("tree") or {}).get("digest"),
+            "digest": rec.tree.digest,
             "on_disk": on_disk,
-            "record_matches": on_disk == (rec.get("tree") or {}).get("digest") if on_disk else None,
+            "record_matches": on_disk == rec.tree.digest if on_disk else None,
         },
         "built_from": {
-            "recipe": rec.get("recipe"),
-            "variant": rec.get("variant"),
-            "options": rec.get("options"),
-            "sources": rec.get("sources"),
-            "pruned_source": (rec.get("pruned") or {}).get("sha256"),
-            "toolchain": rec.get("toolchain"),
-            "offline": rec.get("offline"),
-            "source_date_epoch": rec.get("source_date_epoch"),
+            "recipe": rec.recipe.as_json(),
+            "variant": rec.variant,
+            "options": dict(rec.options),
+            "sources": [s.as_json() for s in rec.sources],
+            "pruned_source": rec.pruned.sha256 if rec.pruned else None,
+            "toolchain": rec.toolchain.as_json() if rec.toolchain else None,
+            "offline": rec.offline.as_json(),
+            "source_date_epoch": rec.source_date_epoch,
         },
         "attestations": {"note": "install trees are attested through their images (hermetic image llvm)"},
     }

@@ -109,7 +109,7 @@ def _conan(settings: Settings) -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "conans.conan"]
 
 
-def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False) -> dict[str, Any]:
+def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False) -> record.BuildRecord:
     """Build `inputs.variant` and return its record (also written to record.json).
 
     Transactional: everything is built under `.new/` and swapped in only once the build and its
@@ -129,7 +129,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         else:
             shutil.rmtree(new, ignore_errors=True)
         raise
-    _swap_in(new, out, rec["tree"]["digest"])
+    _swap_in(new, out, rec.tree.digest)
     return rec
 
 
@@ -158,6 +158,11 @@ def _swap_in(new: Path, out: Path, tree_digest: str) -> None:
     shutil.rmtree(new, ignore_errors=True)
 
 
+def swap_pending(out: Path) -> bool:
+    """Whether a swap was cut off (recover() finishes or undoes it)."""
+    return (out / _JOURNAL).is_file()
+
+
 def recover(out: Path) -> None:
     """Finish or undo a swap that was interrupted (see _swap_in)."""
     journal = out / _JOURNAL
@@ -180,7 +185,9 @@ def recover(out: Path) -> None:
     journal.unlink()
 
 
-def _build_into(new: Path, out: Path, settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool) -> dict[str, Any]:
+def _build_into(
+    new: Path, out: Path, settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool
+) -> record.BuildRecord:
     recipe, variant = inputs.recipe, inputs.variant
     epoch = recipe.source_date_epoch
     offline, prefix = sandbox.offline_policy(settings.offline)
@@ -251,41 +258,33 @@ def _build_into(new: Path, out: Path, settings: Settings, inputs: BuildInputs, l
     entries = record.scan_tree(staged)
     wall = time.time() - started
     ptx = sorted(test_out.glob("*.ptx"))
-    rec: dict[str, Any] = {
-        "schema": record.RECORD_SCHEMA,
-        "recipe": {"name": recipe.name, "version": recipe.version, "digest": recipe.digest()},
-        "variant": variant.name,
-        "options": dict(variant.options),
-        "inputs_digest": inputs.digest(),
-        "sources": list(inputs.sources),
-        "source_archive": {"file": inputs.source_archive.name, "sha256": inputs.source_sha256},
-        "pruned": inputs.pruned,
-        "prefix": recipe.prefix(variant.name),
-        "source_date_epoch": epoch,
-        "offline": offline.as_json(),
-        "toolchain": toolchain_versions(env),
-        "jobs": settings.jobs,
-        "wall_time_s": round(wall, 1),
-        "started": iso_time(started),
-        "finished": iso_time(started + wall),
-        "build_commands": commands,
-        "test_package": {
-            "ran": True,
-            "ptx": [{"file": p.name, "sha256": file_sha256(p)} for p in ptx],
-        },
-        "install_root": str(install),
-        "tree": {
-            "digest": record.tree_digest(entries),
-            "size": record.tree_size(entries),
-            "files": [e.as_json() for e in entries],
-        },
-    }
-    record.write_json(new / "record.json", rec)
+    rec = record.BuildRecord(
+        recipe=record.RecipeRef(recipe.name, recipe.version, recipe.digest()),
+        variant=variant.name,
+        options=tuple(sorted(dict(variant.options).items())),
+        inputs_digest=inputs.digest(),
+        sources=tuple(record.SourceOrigin.from_json(s, "build inputs", "sources") for s in inputs.sources),
+        source_archive=record.SourceArchive(inputs.source_archive.name, inputs.source_sha256),
+        pruned=record.PrunedSource.from_json(inputs.pruned, "build inputs", "pruned") if inputs.pruned else None,
+        prefix=recipe.prefix(variant.name),
+        source_date_epoch=epoch,
+        offline=record.Offline(offline.enforced, offline.method, offline.reason),
+        toolchain=record.ToolchainVersions.from_mapping(toolchain_versions(env)),
+        jobs=settings.jobs,
+        wall_time_s=round(wall, 1),
+        started=iso_time(started),
+        finished=iso_time(started + wall),
+        build_commands=commands,
+        test_package=record.TestPackage(True, tuple(record.PtxFile(p.name, file_sha256(p)) for p in ptx)),
+        install_root=str(install),
+        tree=record.Tree.from_entries(entries),
+    )
+    record.write_record(new / "record.json", rec)
     if not keep_build:
         shutil.rmtree(conan_home, ignore_errors=True)
     log(
-        f"build: done in {wall:.0f}s: {rec['tree']['digest']} "
-        f"({rec['tree']['size'] / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
+        f"build: done in {wall:.0f}s: {rec.tree.digest} "
+        f"({rec.tree.size / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
     )
     return rec
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import __version__
+from .record import BuildRecord, Offline, ToolchainVersions, WheelRecord
 from .sbom import ImageFacts, origin_uri, tool_version
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -74,71 +75,64 @@ def builder(builder_id: str) -> dict[str, Any]:
     }
 
 
-def _offline(rec: Mapping[str, Any]) -> dict[str, Any]:
-    off = rec.get("offline") or {}
-    return {
-        "enforced": bool(off.get("enforced")),
-        "method": str(off.get("method", "none")),
-        "reason": str(off.get("reason", "")),
-    }
+def _offline(off: Offline) -> dict[str, Any]:
+    return {"enforced": off.enforced, "method": off.method, "reason": off.reason}
 
 
-def llvm_dependencies(rec: Mapping[str, Any], canonical: Mapping[str, str]) -> list[dict[str, Any]]:
+def llvm_dependencies(rec: BuildRecord, canonical: Mapping[str, str]) -> list[dict[str, Any]]:
     deps: list[dict[str, Any]] = []
-    for s in rec.get("sources") or []:
-        file = str(s.get("file", ""))
+    for s in rec.sources:
         d: dict[str, Any] = {
-            "name": file,
-            "digest": {"sha256": str(s.get("sha256", ""))},
-            "annotations": {"origin": str(s.get("origin", "")), "role": "release-source"},
+            "name": s.file,
+            "digest": {"sha256": s.sha256},
+            "annotations": {"origin": s.origin, "role": "release-source"},
         }
-        uri = origin_uri(str(s.get("origin", "")), canonical.get(file, ""))
+        uri = origin_uri(s.origin, canonical.get(s.file, ""))
         if uri:
             d["uri"] = uri
         deps.append(d)
-    pruned = rec.get("pruned") or None
+    pruned = rec.pruned
     if pruned:
         deps.append(
             {
-                "name": str(pruned.get("file", "")),
-                "digest": {"sha256": str(pruned.get("sha256", ""))},
+                "name": pruned.file,
+                "digest": {"sha256": pruned.sha256},
                 "annotations": {
                     "role": "pruned-source",
-                    "derivedFrom": str((pruned.get("from") or {}).get("file", "")),
-                    "pruneKey": str(pruned.get("key", "")),
+                    "derivedFrom": pruned.source.file,
+                    "pruneKey": pruned.key,
                 },
             }
         )
-    elif rec.get("source_archive") and not rec.get("sources"):
-        sa = rec["source_archive"]
-        deps.append({"name": str(sa.get("file", "")), "digest": {"sha256": str(sa.get("sha256", ""))}})
-    recipe = rec.get("recipe") or {}
+    elif not rec.sources:
+        sa = rec.source_archive
+        deps.append({"name": sa.file, "digest": {"sha256": sa.sha256}})
+    recipe = rec.recipe
     deps.append(
         {
-            "name": f"recipes/{recipe.get('name', 'llvm')}",
-            "digest": {RECIPE_DIGEST: str(recipe.get("digest", ""))},
-            "annotations": {"role": "recipe", "version": str(recipe.get("version", ""))},
+            "name": f"recipes/{recipe.name}",
+            "digest": {RECIPE_DIGEST: recipe.digest},
+            "annotations": {"role": "recipe", "version": recipe.version},
         }
     )
-    return deps + _tools(rec.get("toolchain") or {})
+    return deps + _tools(rec.toolchain.as_json() if rec.toolchain else {})
 
 
-def _external_llvm(rec: Mapping[str, Any]) -> dict[str, Any]:
-    recipe = rec.get("recipe") or {}
+def _external_llvm(rec: BuildRecord) -> dict[str, Any]:
     return {
         "recipe": {
-            "name": str(recipe.get("name", "llvm")),
-            "version": str(recipe.get("version", "")),
-            "digest": {RECIPE_DIGEST: str(recipe.get("digest", ""))},
+            "name": rec.recipe.name,
+            "version": rec.recipe.version,
+            "digest": {RECIPE_DIGEST: rec.recipe.digest},
         },
-        "variant": str(rec.get("variant", "")),
-        "options": dict(rec.get("options") or {}),
-        "source": "pruned" if rec.get("pruned") else "full",
+        "variant": rec.variant,
+        "options": dict(rec.options),
+        "source": "pruned" if rec.pruned else "full",
     }
 
 
 def image_statement(
-    rec: Mapping[str, Any],
+    rec: BuildRecord,
     image: ImageFacts,
     canonical: Mapping[str, str],
     *,
@@ -147,34 +141,34 @@ def image_statement(
     record_sha256: str,
     builder_id: str = DEFAULT_BUILDER_ID,
 ) -> dict[str, Any]:
-    tree = rec.get("tree") or {}
+    tree = rec.tree
     layer_types = sorted({mt for mt, _, _ in image.layers})
     external = _external_llvm(rec) | {
         "image": {"name": image.name, "os": image.os, "architecture": image.arch, "layerMediaTypes": layer_types}
     }
     byproducts: list[dict[str, Any]] = [
         {"name": "record.json", "digest": {"sha256": record_sha256}, "annotations": {"role": "build-record"}},
-        {"name": str(rec.get("prefix", "install-tree")), "digest": {TREE_DIGEST: _hex(str(tree.get("digest", "")))},
-         "annotations": {"role": "install-tree", "size": str(tree.get("size", ""))}},
+        {"name": rec.prefix, "digest": {TREE_DIGEST: _hex(tree.digest)},
+         "annotations": {"role": "install-tree", "size": str(tree.size)}},
     ]
-    for p in (rec.get("test_package") or {}).get("ptx") or []:
-        byproducts.append({"name": f"test_package/{p['file']}", "digest": {"sha256": str(p["sha256"])},
+    for p in rec.test_package.ptx:
+        byproducts.append({"name": f"test_package/{p.file}", "digest": {"sha256": p.sha256},
                            "annotations": {"role": "test_package-output"}})
     return _statement(
         subjects=[{"name": image.name, "digest": {"sha256": _hex(image.manifest_digest)}}],
         build_type=BUILD_TYPE_LLVM_IMAGE,
         external=external,
         internal={
-            "sourceDateEpoch": int(rec.get("source_date_epoch", 0)),
+            "sourceDateEpoch": rec.source_date_epoch,
             "environment": {"LC_ALL": "C", "TZ": "UTC", "PYTHONHASHSEED": "0", "umask": "022"},
-            "offline": _offline(rec),
-            "jobs": rec.get("jobs"),
-            "inputsDigest": str(rec.get("inputs_digest", "")),
-            "machine": str((rec.get("toolchain") or {}).get("machine", "")),
+            "offline": _offline(rec.offline),
+            "jobs": rec.jobs,
+            "inputsDigest": rec.inputs_digest,
+            "machine": (rec.toolchain.machine if rec.toolchain else None) or "",
         },
         deps=llvm_dependencies(rec, canonical),
         builder_id=builder_id,
-        invocation=str(rec.get("inputs_digest", "")) + record_sha256,
+        invocation=rec.inputs_digest + record_sha256,
         started=started,
         finished=finished,
         byproducts=byproducts,
@@ -182,64 +176,63 @@ def image_statement(
 
 
 def wheel_statement(
-    wrec: Mapping[str, Any],
+    wrec: WheelRecord,
     *,
-    llvm_record: Mapping[str, Any] | None,
+    llvm_record: BuildRecord | None,
     canonical: Mapping[str, str],
     started: float,
     finished: float,
     record_sha256: str,
-    toolchain: Mapping[str, Any] | None = None,
+    toolchain: ToolchainVersions | None = None,
     builder_id: str = DEFAULT_BUILDER_ID,
 ) -> dict[str, Any]:
-    llvm = wrec.get("llvm") or {}
-    reqs = wrec.get("build_requirements") or {}
+    llvm = wrec.llvm
+    reqs = wrec.build_requirements
     deps: list[dict[str, Any]] = []
     llvm_dep: dict[str, Any] = {
         "name": "llvm",
-        "uri": "file://" + str(llvm.get("prefix", "")),
-        "annotations": {"role": "llvm-prefix", "version": str(llvm.get("version", ""))},
+        "uri": "file://" + llvm.prefix,
+        "annotations": {"role": "llvm-prefix", "version": llvm.version},
     }
     if llvm_record is not None:
-        llvm_dep["digest"] = {TREE_DIGEST: _hex(str((llvm_record.get("tree") or {}).get("digest", "")))}
-        llvm_dep["annotations"]["variant"] = str(llvm_record.get("variant", ""))
+        llvm_dep["digest"] = {TREE_DIGEST: _hex(llvm_record.tree.digest)}
+        llvm_dep["annotations"]["variant"] = llvm_record.variant
     deps.append(llvm_dep)
     if llvm_record is not None:
         deps += [d for d in llvm_dependencies(llvm_record, canonical) if (d.get("annotations") or {}).get("role") != "toolchain"]
-    for p in reqs.get("pinned") or []:
+    for p in reqs.pinned:
         deps.append(
             {
-                "name": str(p["name"]),
-                "uri": f"pkg:pypi/{p['name']}@{p['version']}",
-                "digest": {"sha256": str((p.get("sha256") or [""])[0])},
+                "name": p.name,
+                "uri": f"pkg:pypi/{p.name}@{p.version}",
+                "digest": {"sha256": (p.sha256 or ("",))[0]},
                 "annotations": {"role": "build-requirement"},
             }
         )
-    chain = dict(toolchain or wrec.get("toolchain") or {})
-    deps += _tools({k: chain.get(k, "") for k in ("cc", "cxx")})
-    py = wrec.get("python") or {}
-    deps.append({"name": "python", "uri": f"pkg:generic/python@{py.get('version', '')}",
-                 "annotations": {"role": "toolchain", "tag": str(py.get("tag", ""))}})
-    project = wrec.get("project") or {}
+    chain = toolchain or wrec.toolchain
+    deps += _tools({"cc": chain.cc, "cxx": chain.cxx} if chain else {})
+    py = wrec.python
+    deps.append({"name": "python", "uri": f"pkg:generic/python@{py.version}",
+                 "annotations": {"role": "toolchain", "tag": py.tag}})
     return _statement(
-        subjects=[{"name": str(wrec.get("wheel", "")), "digest": {"sha256": str(wrec.get("sha256", ""))}}],
+        subjects=[{"name": wrec.wheel, "digest": {"sha256": wrec.sha256}}],
         build_type=BUILD_TYPE_WHEEL,
         external={
-            "project": str(project.get("name", "")),
-            "llvmPrefix": str(llvm.get("prefix", "")),
-            "recipe": {"name": "compiler", "digest": {RECIPE_DIGEST: str(wrec.get("recipe_digest", ""))}},
-            "buildRequirements": {"digest": {REQUIREMENTS_DIGEST: str(reqs.get("digest", ""))}},
+            "project": wrec.project.name,
+            "llvmPrefix": llvm.prefix,
+            "recipe": {"name": "compiler", "digest": {RECIPE_DIGEST: wrec.recipe_digest}},
+            "buildRequirements": {"digest": {REQUIREMENTS_DIGEST: reqs.digest}},
         },
         internal={
-            "sourceDateEpoch": int(wrec.get("source_date_epoch", 0)),
+            "sourceDateEpoch": wrec.source_date_epoch,
             "environment": {"LC_ALL": "C", "TZ": "UTC", "PYTHONHASHSEED": "0", "umask": "022"},
-            "offline": _offline(wrec),
+            "offline": _offline(wrec.offline),
             "pip": "--no-index --no-build-isolation, from the hash-pinned wheelhouse",
-            "machine": str(wrec.get("machine", "")),
+            "machine": wrec.machine,
         },
         deps=deps,
         builder_id=builder_id,
-        invocation=str(wrec.get("sha256", "")) + record_sha256,
+        invocation=wrec.sha256 + record_sha256,
         started=started,
         finished=finished,
         byproducts=[{"name": "wheel-record.json", "digest": {"sha256": record_sha256},

@@ -4,6 +4,12 @@ A record is plain JSON so that other tools (and later `hermetic verify`) can
 read it without hermetic. The install-tree digest covers paths, types, modes,
 link targets and contents, not timestamps, so the same build gives the same
 digest wherever and whenever it ran.
+
+Inside hermetic a record is typed: BuildRecord (record.json of an LLVM build),
+WheelRecord (wheel-record.json) and PrunedSource (pruned.json), frozen
+dataclasses read by load_build_record / load_wheel_record / load_pruned, which
+refuse a missing or mistyped field by name, and written by write_record as the
+same JSON as ever. This module is the one place that knows their keys.
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .digests import file_sha256
-from .errors import VerifyError
+from .errors import UsageError, VerifyError
 
 RECORD_SCHEMA = "hermetic.build-record/1"
 
@@ -42,14 +48,23 @@ class TreeEntry:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TreeEntry:
+    def from_json(cls, data: object, file: str = "<tree entry>", where: str = "entry") -> TreeEntry:
+        f = _Fields(data, file, where, "")
+        kind = f.string("type")
+        if kind not in ("file", "dir", "symlink"):
+            f.fail("type", f"is {kind!r}, expected file, dir or symlink")
+        mode_text = f.string("mode")
+        try:
+            mode = int(mode_text, 8)
+        except ValueError:
+            f.fail("mode", f"is {mode_text!r}, expected octal permission bits like '0644'")
         return cls(
-            path=str(data["path"]),
-            kind=str(data["type"]),
-            mode=int(str(data["mode"]), 8),
-            size=int(data.get("size", 0)),
-            sha256=str(data.get("sha256", "")),
-            target=str(data.get("target", "")),
+            path=f.string("path"),
+            kind=kind,
+            mode=mode,
+            size=f.integer("size") if kind == "file" else 0,
+            sha256=f.string("sha256") if kind == "file" else "",
+            target=f.string("target") if kind == "symlink" else "",
         )
 
 
@@ -114,22 +129,6 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise VerifyError(f"no build record at {path}", "the build has not run", "run `hermetic build llvm`") from exc
-    except json.JSONDecodeError as exc:
-        raise VerifyError(f"build record {path} is not valid JSON", str(exc), "rebuild to regenerate it") from exc
-    if data.get("schema") != RECORD_SCHEMA:
-        raise VerifyError(
-            f"{path} is not a hermetic build record",
-            f"schema is {data.get('schema')!r}, expected {RECORD_SCHEMA!r}",
-            "pass the record.json written by `hermetic build`",
-        )
-    return dict(data)
-
-
 def compare_trees(expected: list[TreeEntry], actual: list[TreeEntry]) -> list[str]:
     """Human-readable differences, empty when the trees are identical."""
     exp = {e.path: e for e in expected}
@@ -145,3 +144,630 @@ def compare_trees(expected: list[TreeEntry], actual: list[TreeEntry]) -> list[st
             what = [f for f in ("kind", "mode", "size", "sha256", "target") if getattr(a, f) != getattr(b, f)]
             diffs.append(f"differs ({', '.join(what)}): {path}")
     return diffs
+
+
+# -- typed records ---------------------------------------------------------------------------------------
+#
+# Each type parses one part of a record at the edge (from_json, which names the file and the field
+# that is wrong) and writes back exactly the JSON hermetic has always written (as_json). Fields that
+# records written before they existed lack (started, finished, toolchain) are None and then left out.
+
+WHEEL_RECORD_SCHEMA = "hermetic.wheel-record/1"
+_REBUILD = "rebuild to regenerate it (`hermetic build llvm --force`, `hermetic wheel`), or restore the file"
+
+
+class _Fields:
+    """Checked access to one JSON object of a record: a missing or mistyped field raises VerifyError."""
+
+    def __init__(self, data: object, file: str, where: str, fix: str = _REBUILD) -> None:
+        self.file, self.where, self.fix = file, where, fix or _REBUILD
+        if not isinstance(data, dict):
+            raise VerifyError(
+                f"{file} is malformed", f"{where or 'the record'} is {_kind(data)}, expected an object", self.fix
+            )
+        self.data: dict[str, Any] = data
+
+    def _name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, why: str) -> NoReturn:
+        raise VerifyError(f"{self.file} is malformed", f"field {self._name(key)} {why}", self.fix)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def _get(self, key: str) -> Any:
+        if key not in self.data:
+            self.fail(key, "is missing")
+        return self.data[key]
+
+    def _typed(self, key: str, want: type | tuple[type, ...], what: str) -> Any:
+        value = self._get(key)
+        wants_bool = want is bool or (isinstance(want, tuple) and bool in want)
+        if not isinstance(value, want) or (isinstance(value, bool) and not wants_bool):  # JSON true is no integer
+            self.fail(key, f"is {_kind(value)}, expected {what}")
+        return value
+
+    def string(self, key: str) -> str:
+        return str(self._typed(key, str, "a string"))
+
+    def opt_string(self, key: str) -> str | None:
+        return None if self.data.get(key) is None else self.string(key)
+
+    def integer(self, key: str) -> int:
+        return int(self._typed(key, int, "an integer"))
+
+    def opt_integer(self, key: str) -> int | None:
+        return None if self.data.get(key) is None else self.integer(key)
+
+    def number(self, key: str) -> float:
+        value: float = self._typed(key, (int, float), "a number")
+        return value  # kept as read (an int stays an int), so as_json writes it back unchanged
+
+    def boolean(self, key: str) -> bool:
+        return bool(self._typed(key, bool, "true or false"))
+
+    def obj(self, key: str) -> _Fields:
+        return _Fields(self._typed(key, dict, "an object"), self.file, self._name(key), self.fix)
+
+    def opt_obj(self, key: str) -> _Fields | None:
+        return None if self.data.get(key) is None else self.obj(key)
+
+    def objs(self, key: str) -> list[_Fields]:
+        items: list[Any] = self._typed(key, list, "a list")
+        return [_Fields(x, self.file, f"{self._name(key)}[{i}]", self.fix) for i, x in enumerate(items)]
+
+    def strs(self, key: str) -> tuple[str, ...]:
+        items: list[Any] = self._typed(key, list, "a list")
+        for i, x in enumerate(items):
+            if not isinstance(x, str):
+                self.fail(f"{key}[{i}]", f"is {_kind(x)}, expected a string")
+        return tuple(items)
+
+    def str_map(self, key: str, *, nullable: bool = False) -> tuple[tuple[str, str], ...]:
+        """A JSON object of strings as sorted (key, value) pairs."""
+        data: dict[str, Any] = self._typed(key, dict, "an object")
+        for k, v in data.items():
+            if not isinstance(v, str) and not (nullable and v is None):
+                self.fail(f"{key}.{k}", f"is {_kind(v)}, expected a string")
+        return tuple(sorted(data.items()))
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceOrigin:
+    """A release archive and where it came from (sources.CachedArchive.as_json)."""
+
+    file: str
+    sha256: str
+    origin: str
+
+    @classmethod
+    def from_json(cls, data: object, file: str = "<source>", where: str = "") -> SourceOrigin:
+        f = data if isinstance(data, _Fields) else _Fields(data, file, where)
+        return cls(f.string("file"), f.string("sha256"), f.string("origin"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class SourceArchive:
+    """The archive a build consumed (release or pruned)."""
+
+    file: str
+    sha256: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> SourceArchive:
+        return cls(f.string("file"), f.string("sha256"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class PrunedSource:
+    """A pruned source archive: its pruned.json, and the `pruned` part of a build record."""
+
+    file: str
+    path: str
+    sha256: str
+    size: int
+    key: str
+    source: SourceOrigin  # JSON "from": the release archive it was pruned from
+    variant: str
+
+    @classmethod
+    def from_json(cls, data: object, file: str = "pruned.json", where: str = "") -> PrunedSource:
+        f = data if isinstance(data, _Fields) else _Fields(data, file, where, "prune again (`hermetic source prune`)")
+        return cls(
+            file=f.string("file"), path=f.string("path"), sha256=f.string("sha256"), size=f.integer("size"), key=f.string("key"),
+            source=SourceOrigin.from_json(f.obj("from")), variant=f.string("variant"),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "path": self.path, "sha256": self.sha256, "size": self.size, "key": self.key,
+                "from": self.source.as_json(), "variant": self.variant}
+
+    def digest(self) -> str:
+        return _digest(self.as_json())
+
+
+def load_pruned(path: Path) -> PrunedSource:
+    return PrunedSource.from_json(_read(path, "pruned source description", "prune again (`hermetic source prune`)"), str(path))
+
+
+@dataclass(frozen=True)
+class RecipeRef:
+    name: str
+    version: str
+    digest: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> RecipeRef:
+        return cls(f.string("name"), f.string("version"), f.string("digest"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "digest": self.digest}
+
+
+@dataclass(frozen=True)
+class Offline:
+    """How the build was kept offline (sandbox.OfflineStatus.as_json)."""
+
+    enforced: bool
+    method: str
+    reason: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> Offline:
+        return cls(f.boolean("enforced"), f.string("method"), f.string("reason"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"enforced": self.enforced, "method": self.method, "reason": self.reason}
+
+
+_TOOLS = ("cc", "cxx", "cmake", "ninja", "conan", "python", "machine")
+
+
+@dataclass(frozen=True)
+class ToolchainVersions:
+    """The first `--version` line of each build tool, the Python version and the machine.
+
+    conan and machine are absent from wheel records of hand-made or pre-release shape; detected_at is
+    set only when the versions were detected later (at attestation), not recorded by the build.
+    """
+
+    cc: str
+    cxx: str
+    cmake: str
+    ninja: str
+    python: str
+    conan: str | None = None
+    machine: str | None = None
+    detected_at: str | None = None
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> ToolchainVersions:
+        return cls(
+            cc=f.string("cc"), cxx=f.string("cxx"), cmake=f.string("cmake"), ninja=f.string("ninja"), python=f.string("python"),
+            conan=f.opt_string("conan"), machine=f.opt_string("machine"), detected_at=f.opt_string("detected_at"),
+        )
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, str]) -> ToolchainVersions:
+        return cls.from_json(_Fields(dict(data), "<toolchain versions>", "toolchain"))
+
+    def as_json(self) -> dict[str, str]:
+        out = {k: getattr(self, k) for k in (*_TOOLS, "detected_at")}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class PtxFile:
+    file: str
+    sha256: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class TestPackage:
+    """The recipe's test_package run: find_package(LLVM) and a .ll lowered to PTX."""
+
+    __test__ = False  # not a pytest class
+
+    ran: bool
+    ptx: tuple[PtxFile, ...]
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> TestPackage:
+        return cls(f.boolean("ran"), tuple(PtxFile(p.string("file"), p.string("sha256")) for p in f.objs("ptx")))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ran": self.ran, "ptx": [p.as_json() for p in self.ptx]}
+
+
+@dataclass(frozen=True)
+class Tree:
+    """An install tree: its digest (tree_digest), total file size and every entry."""
+
+    digest: str
+    size: int
+    files: tuple[TreeEntry, ...]
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[TreeEntry]) -> Tree:
+        files = tuple(entries)
+        return cls(tree_digest(files), tree_size(files), files)
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> Tree:
+        files = tuple(
+            TreeEntry.from_json(e.data, f.file, e.where) for e in f.objs("files")
+        )
+        return cls(f.string("digest"), f.integer("size"), files)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "size": self.size, "files": [e.as_json() for e in self.files]}
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """What `hermetic build llvm` built, from what, how: WORK_DIR/llvm/<variant>/record.json."""
+
+    recipe: RecipeRef
+    variant: str
+    options: tuple[tuple[str, str], ...]  # the resolved recipe options, sorted
+    inputs_digest: str
+    sources: tuple[SourceOrigin, ...]  # the release archives the source came from
+    source_archive: SourceArchive  # what the build consumed
+    pruned: PrunedSource | None  # when that was a pruned archive
+    prefix: str  # install prefix, e.g. /usr/lib64/llvm-nvptx-19.1.7
+    source_date_epoch: int
+    offline: Offline
+    toolchain: ToolchainVersions | None
+    jobs: int
+    wall_time_s: float
+    started: str | None
+    finished: str | None
+    build_commands: int | None
+    test_package: TestPackage
+    install_root: str  # the directory holding the tree (prefix below it)
+    tree: Tree
+    schema: str = RECORD_SCHEMA
+
+    @classmethod
+    def from_json(cls, data: object, file: str = "<build record>") -> BuildRecord:
+        f = _Fields(data, file, "")
+        if f.data.get("schema") != RECORD_SCHEMA:
+            raise VerifyError(
+                f"{file} is not a hermetic build record",
+                f"schema is {f.data.get('schema')!r}, expected {RECORD_SCHEMA!r}",
+                "pass the record.json written by `hermetic build`",
+            )
+        pruned = f.opt_obj("pruned")
+        toolchain = f.opt_obj("toolchain")
+        return cls(
+            recipe=RecipeRef.from_json(f.obj("recipe")),
+            variant=f.string("variant"),
+            options=f.str_map("options"),
+            inputs_digest=f.string("inputs_digest"),
+            sources=tuple(SourceOrigin.from_json(s) for s in f.objs("sources")),
+            source_archive=SourceArchive.from_json(f.obj("source_archive")),
+            pruned=PrunedSource.from_json(pruned) if pruned else None,
+            prefix=f.string("prefix"),
+            source_date_epoch=f.integer("source_date_epoch"),
+            offline=Offline.from_json(f.obj("offline")),
+            toolchain=ToolchainVersions.from_json(toolchain) if toolchain else None,
+            jobs=f.integer("jobs"),
+            wall_time_s=f.number("wall_time_s"),
+            started=f.opt_string("started"),
+            finished=f.opt_string("finished"),
+            build_commands=f.opt_integer("build_commands"),
+            test_package=TestPackage.from_json(f.obj("test_package")),
+            install_root=f.string("install_root"),
+            tree=Tree.from_json(f.obj("tree")),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": self.schema,
+            "recipe": self.recipe.as_json(),
+            "variant": self.variant,
+            "options": dict(self.options),
+            "inputs_digest": self.inputs_digest,
+            "sources": [s.as_json() for s in self.sources],
+            "source_archive": self.source_archive.as_json(),
+            "pruned": self.pruned.as_json() if self.pruned else None,
+            "prefix": self.prefix,
+            "source_date_epoch": self.source_date_epoch,
+            "offline": self.offline.as_json(),
+            "toolchain": self.toolchain.as_json() if self.toolchain else None,
+            "jobs": self.jobs,
+            "wall_time_s": self.wall_time_s,
+            "started": self.started,
+            "finished": self.finished,
+            "build_commands": self.build_commands,
+            "test_package": self.test_package.as_json(),
+            "install_root": self.install_root,
+            "tree": self.tree.as_json(),
+        }
+        for late in ("toolchain", "started", "finished"):  # absent from records written before they existed
+            if out[late] is None:
+                del out[late]
+        return out
+
+    def digest(self) -> str:
+        return _digest(self.as_json())
+
+    @property
+    def install_dir(self) -> Path:
+        """Where the prefix lies on this machine: install_root + prefix."""
+        return Path(self.install_root) / self.prefix.lstrip("/")
+
+
+@dataclass(frozen=True)
+class Auditwheel:
+    """What `auditwheel show --json` said about the wheel (the fields hermetic keeps)."""
+
+    overall_tag: str | None
+    sym_tag: str | None
+    external_libs: tuple[tuple[str, str | None], ...] | None
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> Auditwheel:
+        libs = f.str_map("external_libs", nullable=True) if f.data.get("external_libs") is not None else None
+        return cls(f.opt_string("overall_tag"), f.opt_string("sym_tag"), libs)
+
+    def as_json(self) -> dict[str, Any]:
+        libs = dict(self.external_libs) if self.external_libs is not None else None
+        return {"overall_tag": self.overall_tag, "sym_tag": self.sym_tag, "external_libs": libs}
+
+
+@dataclass(frozen=True)
+class PlatformTag:
+    tag: str
+    source: str  # JSON "from": "auditwheel" or why not
+    auditwheel: Auditwheel | None
+    built_as: str  # the tag the build backend gave
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> PlatformTag:
+        audit = f.opt_obj("auditwheel")
+        return cls(f.string("tag"), f.string("from"), Auditwheel.from_json(audit) if audit else None, f.string("built_as"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"tag": self.tag, "from": self.source, "auditwheel": self.auditwheel.as_json() if self.auditwheel else None,
+                "built_as": self.built_as}
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    version: str
+    implementation: str
+    tag: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> PythonInfo:
+        return cls(f.string("version"), f.string("implementation"), f.string("tag"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"version": self.version, "implementation": self.implementation, "tag": self.tag}
+
+
+@dataclass(frozen=True)
+class ProjectRef:
+    name: str
+    path: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> ProjectRef:
+        return cls(f.string("name"), f.string("path"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path}
+
+
+@dataclass(frozen=True)
+class LLVMRecordRef:
+    """The hermetic build record of the LLVM a wheel was built against."""
+
+    path: str
+    variant: str
+    inputs_digest: str
+    tree_digest: str
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> LLVMRecordRef:
+        return cls(f.string("path"), f.string("variant"), f.string("inputs_digest"), f.string("tree_digest"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "variant": self.variant, "inputs_digest": self.inputs_digest,
+                "tree_digest": self.tree_digest}
+
+
+@dataclass(frozen=True)
+class WheelLLVM:
+    prefix: str
+    cmake_dir: str
+    version: str
+    record: LLVMRecordRef | None  # None: not built by hermetic (or its record is gone)
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> WheelLLVM:
+        ref = f.opt_obj("record")
+        return cls(f.string("prefix"), f.string("cmake_dir"), f.string("version"), LLVMRecordRef.from_json(ref) if ref else None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"prefix": self.prefix, "cmake_dir": self.cmake_dir, "version": self.version,
+                "record": self.record.as_json() if self.record else None}
+
+
+@dataclass(frozen=True)
+class PinnedRequirement:
+    name: str
+    version: str
+    sha256: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "sha256": list(self.sha256)}
+
+
+@dataclass(frozen=True)
+class BuildRequirements:
+    file: str
+    digest: str
+    pinned: tuple[PinnedRequirement, ...]
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> BuildRequirements:
+        pinned = tuple(PinnedRequirement(p.string("name"), p.string("version"), p.strs("sha256")) for p in f.objs("pinned"))
+        return cls(f.string("file"), f.string("digest"), pinned)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "digest": self.digest, "pinned": [p.as_json() for p in self.pinned]}
+
+
+@dataclass(frozen=True)
+class WheelTimings:
+    total: float
+    venv: float | None = None
+    venv_reused: bool | None = None
+    build: float | None = None
+    tag_and_repack: float | None = None
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> WheelTimings:
+        def opt(key: str) -> float | None:
+            return None if f.data.get(key) is None else f.number(key)
+
+        reused = None if f.data.get("venv_reused") is None else f.boolean("venv_reused")
+        return cls(f.number("total"), opt("venv"), reused, opt("build"), opt("tag_and_repack"))
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"venv": self.venv, "venv_reused": self.venv_reused, "build": self.build,
+               "tag_and_repack": self.tag_and_repack, "total": self.total}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class WheelRecord:
+    """What `hermetic wheel` built: <output>/wheel-record.json beside the wheel."""
+
+    wheel: str  # file name
+    sha256: str
+    size: int
+    tag: str
+    platform_tag: PlatformTag
+    glibc_required: str | None
+    symbol_versions: tuple[tuple[str, str], ...]
+    python: PythonInfo
+    project: ProjectRef
+    llvm: WheelLLVM
+    source_date_epoch: int
+    build_requirements: BuildRequirements
+    wheelhouse: str
+    recipe_digest: str
+    offline: Offline
+    machine: str
+    toolchain: ToolchainVersions | None
+    started: str | None
+    finished: str | None
+    timings_s: WheelTimings
+    schema: str = WHEEL_RECORD_SCHEMA
+
+    @classmethod
+    def from_json(cls, data: object, file: str = "<wheel record>") -> WheelRecord:
+        f = _Fields(data, file, "", "build the wheel again (`hermetic wheel`), or restore the file")
+        if f.data.get("schema") != WHEEL_RECORD_SCHEMA:
+            raise UsageError(f"{file} is not a hermetic wheel record", f"expected schema {WHEEL_RECORD_SCHEMA}", "")
+        toolchain = f.opt_obj("toolchain")
+        return cls(
+            wheel=f.string("wheel"),
+            sha256=f.string("sha256"),
+            size=f.integer("size"),
+            tag=f.string("tag"),
+            platform_tag=PlatformTag.from_json(f.obj("platform_tag")),
+            glibc_required=f.opt_string("glibc_required"),
+            symbol_versions=f.str_map("symbol_versions"),
+            python=PythonInfo.from_json(f.obj("python")),
+            project=ProjectRef.from_json(f.obj("project")),
+            llvm=WheelLLVM.from_json(f.obj("llvm")),
+            source_date_epoch=f.integer("source_date_epoch"),
+            build_requirements=BuildRequirements.from_json(f.obj("build_requirements")),
+            wheelhouse=f.string("wheelhouse"),
+            recipe_digest=f.string("recipe_digest"),
+            offline=Offline.from_json(f.obj("offline")),
+            machine=f.string("machine"),
+            toolchain=ToolchainVersions.from_json(toolchain) if toolchain else None,
+            started=f.opt_string("started"),
+            finished=f.opt_string("finished"),
+            timings_s=WheelTimings.from_json(f.obj("timings_s")),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": self.schema,
+            "wheel": self.wheel,
+            "sha256": self.sha256,
+            "size": self.size,
+            "tag": self.tag,
+            "platform_tag": self.platform_tag.as_json(),
+            "glibc_required": self.glibc_required,
+            "symbol_versions": dict(self.symbol_versions),
+            "python": self.python.as_json(),
+            "project": self.project.as_json(),
+            "llvm": self.llvm.as_json(),
+            "source_date_epoch": self.source_date_epoch,
+            "build_requirements": self.build_requirements.as_json(),
+            "wheelhouse": self.wheelhouse,
+            "recipe_digest": self.recipe_digest,
+            "offline": self.offline.as_json(),
+            "machine": self.machine,
+            "toolchain": self.toolchain.as_json() if self.toolchain else None,
+            "started": self.started,
+            "finished": self.finished,
+            "timings_s": self.timings_s.as_json(),
+        }
+        for late in ("toolchain", "started", "finished"):
+            if out[late] is None:
+                del out[late]
+        return out
+
+    def digest(self) -> str:
+        return _digest(self.as_json())
+
+
+def _read(path: Path, what: str, fix: str) -> object:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise VerifyError(f"no {what} at {path}", "the file does not exist", fix) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise VerifyError(f"{what} {path} is not valid JSON", str(exc), fix) from exc
+
+
+def load_build_record(path: Path) -> BuildRecord:
+    data = _read(path, "build record", "run `hermetic build llvm` (with --force to replace a damaged record)")
+    return BuildRecord.from_json(data, str(path))
+
+
+def load_wheel_record(path: Path) -> WheelRecord:
+    return WheelRecord.from_json(_read(path, "wheel record", "build the wheel again (`hermetic wheel`)"), str(path))
+
+
+def write_record(path: Path, rec: BuildRecord | WheelRecord | PrunedSource) -> None:
+    """Atomic write of a typed record, as JSON that readers without hermetic understand."""
+    write_json(path, rec.as_json())

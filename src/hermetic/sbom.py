@@ -24,6 +24,7 @@ from typing import Any
 
 from . import __version__
 from .recipe import Recipe
+from .record import BuildRecord, ToolchainVersions, WheelRecord
 
 SPEC_VERSION = "1.6"
 SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"
@@ -143,20 +144,20 @@ def _toolchain_components(toolchain: Mapping[str, Any], prefix: str) -> list[dic
     return out
 
 
-def llvm_part(rec: Mapping[str, Any], canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
+def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
     """Components, dependencies and formulation of a hermetic LLVM build record."""
-    recipe = rec.get("recipe") or {}
-    version = str(recipe.get("version", ""))
-    variant = str(rec.get("variant", ""))
-    options = dict(rec.get("options") or {})
-    tree = rec.get("tree") or {}
-    sources = list(rec.get("sources") or [])
-    pruned = rec.get("pruned") or None
+    recipe = rec.recipe
+    version = recipe.version
+    variant = rec.variant
+    options = dict(rec.options)
+    tree = rec.tree
+    sources = list(rec.sources)
+    pruned = rec.pruned
     source_refs: list[str] = []
     components: list[dict[str, Any]] = []
 
     for s in sources:
-        file, sha, origin = str(s.get("file", "")), str(s.get("sha256", "")), str(s.get("origin", ""))
+        file, sha, origin = s.file, s.sha256, s.origin
         ext = []
         where = origin_uri(origin, canonical.get(file, ""))
         if where.startswith(("http://", "https://")):
@@ -179,39 +180,39 @@ def llvm_part(rec: Mapping[str, Any], canonical: Mapping[str, str], ref: str = "
 
     build_input = source_refs[:1]
     if pruned:
-        parent = sources[0] if sources else {}
+        parent = sources[0] if sources else None
         comp = {
             "type": "file",
             "bom-ref": "source:pruned",
-            "name": str(pruned.get("file", "")),
+            "name": pruned.file,
             "version": version,
             "description": f"the subset of the LLVM {version} source that variant {variant} builds",
-            "hashes": _sha256(str(pruned.get("sha256", ""))),
+            "hashes": _sha256(pruned.sha256),
             "licenses": _license(LLVM_LICENSE),
             "pedigree": {
                 "ancestors": [
                     {
                         "type": "file",
-                        "name": str(parent.get("file", "")),
+                        "name": parent.file if parent else "",
                         "version": version,
-                        "hashes": _sha256(str(parent.get("sha256", ""))),
+                        "hashes": _sha256(parent.sha256 if parent else ""),
                     }
                 ],
                 "notes": "deterministic subset: llvm/ without test, unittests, docs, benchmarks, examples, bindings "
                 "and the unbuilt lib/Target directories (hermetic source prune)",
             },
-            "properties": _props([("prune.key", pruned.get("key")), ("size", pruned.get("size"))]),
+            "properties": _props([("prune.key", pruned.key), ("size", pruned.size)]),
         }
         components.append(comp)
         build_input = ["source:pruned"]
-    elif rec.get("source_archive") and not sources:
-        sa = rec["source_archive"]
+    elif not sources:
+        sa = rec.source_archive
         components.append(
             {
                 "type": "file",
                 "bom-ref": "source:archive",
-                "name": str(sa.get("file", "")),
-                "hashes": _sha256(str(sa.get("sha256", ""))),
+                "name": sa.file,
+                "hashes": _sha256(sa.sha256),
                 "licenses": _license(LLVM_LICENSE),
             }
         )
@@ -220,60 +221,60 @@ def llvm_part(rec: Mapping[str, Any], canonical: Mapping[str, str], ref: str = "
     recipe_comp = {
         "type": "file",
         "bom-ref": "recipe:llvm",
-        "name": f"hermetic recipe {recipe.get('name', 'llvm')}",
+        "name": f"hermetic recipe {recipe.name}",
         "version": version,
         "description": "Conan 2 recipe, variants and pinned sources (recipes/llvm)",
-        "properties": _props([("recipe.digest", recipe.get("digest")), ("recipe.name", recipe.get("name"))]),
+        "properties": _props([("recipe.digest", recipe.digest), ("recipe.name", recipe.name)]),
     }
     components.append(recipe_comp)
 
-    files = tree.get("files") or []
+    files = tree.files
     tree_comp = {
         "type": "library",
         "bom-ref": ref,
         "name": "llvm",
         "version": version,
-        "description": f"LLVM {version}, variant {variant}, installed at {rec.get('prefix', '')}",
+        "description": f"LLVM {version}, variant {variant}, installed at {rec.prefix}",
         "licenses": _license(LLVM_LICENSE),
         "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
         "properties": _props(
             [
                 ("variant", variant),
                 *((f"option.{k}", v) for k, v in sorted(options.items())),
-                ("prefix", rec.get("prefix")),
-                ("tree.digest", tree.get("digest")),
-                ("tree.size", tree.get("size")),
+                ("prefix", rec.prefix),
+                ("tree.digest", tree.digest),
+                ("tree.size", tree.size),
                 ("tree.entries", len(files) if files else None),
-                ("source-date-epoch", rec.get("source_date_epoch")),
-                ("inputs.digest", rec.get("inputs_digest")),
+                ("source-date-epoch", rec.source_date_epoch),
+                ("inputs.digest", rec.inputs_digest),
             ]
         ),
     }
     components.insert(0, tree_comp)
 
-    offline = rec.get("offline") or {}
-    tools = _toolchain_components(rec.get("toolchain") or {}, "llvm-")
+    offline = rec.offline
+    tools = _toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-")
     workflow = {
         "bom-ref": "workflow:llvm-build",
-        "uid": str(rec.get("inputs_digest") or f"llvm-{variant}"),
+        "uid": rec.inputs_digest or f"llvm-{variant}",
         "name": f"hermetic build llvm --variant {variant}",
         "taskTypes": ["build"],
         "inputs": [
             *({"resource": {"ref": r}} for r in [*build_input, "recipe:llvm"]),
             {"parameters": [{"name": "variant", "value": variant}]
              + [{"name": k, "value": str(v)} for k, v in sorted(options.items())]},
-            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.get("source_date_epoch", ""))}]
+            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.source_date_epoch)}]
              + [{"name": k, "value": v} for k, v in BUILD_ENV]},
         ],
         "outputs": [{"type": "artifact", "resource": {"ref": ref}}],
         "properties": _props(
             [
-                ("offline.enforced", str(bool(offline.get("enforced"))).lower()),
-                ("offline.method", offline.get("method")),
-                ("offline.reason", offline.get("reason")),
-                ("jobs", rec.get("jobs")),
-                ("build-commands", rec.get("build_commands")),
-                ("machine", (rec.get("toolchain") or {}).get("machine")),
+                ("offline.enforced", str(offline.enforced).lower()),
+                ("offline.method", offline.method),
+                ("offline.reason", offline.reason),
+                ("jobs", rec.jobs),
+                ("build-commands", rec.build_commands),
+                ("machine", rec.toolchain.machine if rec.toolchain else None),
             ]
         ),
     }
@@ -293,15 +294,14 @@ def image_purl(image: ImageFacts) -> str:
     return f"pkg:oci/{image.title}@{image.manifest_digest.replace(':', '%3A')}?arch={image.arch}"
 
 
-def image_sbom(rec: Mapping[str, Any], image: ImageFacts, canonical: Mapping[str, str]) -> dict[str, Any]:
+def image_sbom(rec: BuildRecord, image: ImageFacts, canonical: Mapping[str, str]) -> dict[str, Any]:
     """The SBOM of an LLVM image: the image, the install tree in it, and everything it was built from."""
-    recipe = rec.get("recipe") or {}
     subject = {
         "type": "container",
         "bom-ref": "image",
         "name": image.title,
-        "version": str(recipe.get("version", "")),
-        "description": f"OCI image of LLVM variant {rec.get('variant')}: {rec.get('prefix')} on FROM scratch",
+        "version": rec.recipe.version,
+        "description": f"OCI image of LLVM variant {rec.variant}: {rec.prefix} on FROM scratch",
         "hashes": _sha256(image.manifest_digest),
         "licenses": _license(LLVM_LICENSE),
         "purl": image_purl(image),
@@ -311,22 +311,22 @@ def image_sbom(rec: Mapping[str, Any], image: ImageFacts, canonical: Mapping[str
                 ("image.config", image.config_digest),
                 *((f"image.layer.{i}", f"{d} {mt} {size}") for i, (mt, d, size) in enumerate(image.layers)),
                 ("image.platform", f"{image.os}/{image.arch}"),
-                ("prefix", rec.get("prefix")),
+                ("prefix", rec.prefix),
             ]
         ),
     }
-    bom = _bom(subject, image.manifest_digest, int(rec.get("source_date_epoch", 0)))
+    bom = _bom(subject, image.manifest_digest, rec.source_date_epoch)
     part = llvm_part(rec, canonical)
     bom["components"] = part["components"]
     bom["dependencies"] = [{"ref": "image", "dependsOn": ["llvm-tree"]}, *part["dependencies"]]
     image_flow = {
         "bom-ref": "workflow:image",
         "uid": image.manifest_digest,
-        "name": f"hermetic image llvm --variant {rec.get('variant')}",
+        "name": f"hermetic image llvm --variant {rec.variant}",
         "taskTypes": ["build"],
         "inputs": [
             {"resource": {"ref": "llvm-tree"}},
-            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.get("source_date_epoch", ""))}]},
+            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.source_date_epoch)}]},
         ],
         "outputs": [{"type": "artifact", "resource": {"ref": "image"}}],
         "properties": _props([("image.layer-tar", "sorted, mtime clamped to SOURCE_DATE_EPOCH, uid/gid 0, no owner names")]),
@@ -355,41 +355,41 @@ class LLVMOrigin:
 
 
 def wheel_sbom(
-    wrec: Mapping[str, Any],
+    wrec: WheelRecord,
     *,
     license_expression: str,
-    llvm_record: Mapping[str, Any] | None,
+    llvm_record: BuildRecord | None,
     llvm_origin: LLVMOrigin | None,
     canonical: Mapping[str, str],
-    toolchain: Mapping[str, Any] | None = None,
+    toolchain: ToolchainVersions | None = None,
 ) -> dict[str, Any]:
     """The SBOM of a compiler-core wheel: the wheel, the LLVM and nanobind linked into it, its build toolchain."""
-    name = str(wrec.get("wheel", ""))
+    name = wrec.wheel
     parts = name.removesuffix(".whl").split("-")
     dist, version = (parts[0], parts[1]) if len(parts) >= 2 else (name, "")
-    sha = str(wrec.get("sha256", ""))
-    pinned = {str(p["name"]): p for p in (wrec.get("build_requirements") or {}).get("pinned", [])}
-    llvm = wrec.get("llvm") or {}
+    sha = wrec.sha256
+    pinned = {p.name: p for p in wrec.build_requirements.pinned}
+    llvm = wrec.llvm
     subject = {
         "type": "library",
         "bom-ref": "wheel",
         "name": dist,
         "version": version,
-        "description": f"{name}: the compiler core built against LLVM {llvm.get('version', '')}",
+        "description": f"{name}: the compiler core built against LLVM {llvm.version}",
         "hashes": _sha256(sha),
         "licenses": _license(license_expression),
         "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
         "properties": _props(
             [
                 ("wheel.file", name),
-                ("wheel.tag", wrec.get("tag")),
-                ("wheel.size", wrec.get("size")),
-                ("glibc-required", wrec.get("glibc_required")),
-                ("platform-tag.from", (wrec.get("platform_tag") or {}).get("from")),
+                ("wheel.tag", wrec.tag),
+                ("wheel.size", wrec.size),
+                ("glibc-required", wrec.glibc_required),
+                ("platform-tag.from", wrec.platform_tag.source),
             ]
         ),
     }
-    bom = _bom(subject, "sha256:" + sha, int(wrec.get("source_date_epoch", 0)))
+    bom = _bom(subject, "sha256:" + sha, wrec.source_date_epoch)
     components: list[dict[str, Any]] = []
     deps: list[dict[str, Any]] = []
     formula_tools: list[dict[str, Any]] = []
@@ -406,11 +406,11 @@ def wheel_sbom(
             "type": "library",
             "bom-ref": llvm_ref,
             "name": "llvm",
-            "version": str(llvm.get("version", "")),
-            "description": f"LLVM {llvm.get('version', '')} at {llvm.get('prefix', '')}, linked statically",
+            "version": llvm.version,
+            "description": f"LLVM {llvm.version} at {llvm.prefix}, linked statically",
             "licenses": _license(LLVM_LICENSE),
             "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
-            "properties": _props([("prefix", llvm.get("prefix")), ("built-by", "not hermetic: no build record")]),
+            "properties": _props([("prefix", llvm.prefix), ("built-by", "not hermetic: no build record")]),
         }
         if llvm_origin is not None:
             comp["purl"] = llvm_origin.purl
@@ -427,11 +427,11 @@ def wheel_sbom(
                 "type": "library",
                 "bom-ref": "nanobind",
                 "name": "nanobind",
-                "version": str(nb["version"]),
+                "version": nb.version,
                 "description": "compiled into the extension module (static)",
                 "licenses": _license(NANOBIND_LICENSE),
-                "purl": f"pkg:pypi/nanobind@{nb['version']}",
-                "hashes": [{"alg": "SHA-256", "content": h} for h in nb.get("sha256", [])],
+                "purl": f"pkg:pypi/nanobind@{nb.version}",
+                "hashes": [{"alg": "SHA-256", "content": h} for h in nb.sha256],
             }
         )
         deps.append({"ref": "nanobind", "dependsOn": []})
@@ -443,53 +443,54 @@ def wheel_sbom(
                 "type": "application" if pname not in ("nanobind", "scikit-build-core", "packaging", "pathspec") else "library",
                 "bom-ref": f"wheel-tool:{pname}",
                 "name": pname,
-                "version": str(p["version"]),
-                "purl": f"pkg:pypi/{pname}@{p['version']}",
-                "hashes": [{"alg": "SHA-256", "content": h} for h in p.get("sha256", [])],
+                "version": p.version,
+                "purl": f"pkg:pypi/{pname}@{p.version}",
+                "hashes": [{"alg": "SHA-256", "content": h} for h in p.sha256],
             }
         )
-    py = wrec.get("python") or {}
+    py = wrec.python
     formula_tools.append(
         {
             "type": "application",
             "bom-ref": "wheel-tool:python",
-            "name": str(py.get("implementation", "python")).lower(),
-            "version": str(py.get("version", "")),
-            "description": f"the interpreter the wheel was built for ({py.get('tag', '')})",
+            "name": py.implementation.lower(),
+            "version": py.version,
+            "description": f"the interpreter the wheel was built for ({py.tag})",
         }
     )
-    chain = dict(toolchain or wrec.get("toolchain") or {})
-    for c in _toolchain_components({k: chain.get(k, "") for k in ("cc", "cxx")}, "wheel-"):
-        if chain.get("detected_at"):
-            c["properties"] = _props([("detected-at", chain["detected_at"])])
+    chain = toolchain or wrec.toolchain
+    compilers = {"cc": chain.cc, "cxx": chain.cxx} if chain else {}
+    for c in _toolchain_components(compilers, "wheel-"):
+        if chain and chain.detected_at:
+            c["properties"] = _props([("detected-at", chain.detected_at)])
         formula_tools.append(c)
 
-    offline = wrec.get("offline") or {}
+    offline = wrec.offline
     workflows.append(
         {
             "bom-ref": "workflow:wheel",
             "uid": "sha256:" + sha,
-            "name": f"hermetic wheel {(wrec.get('project') or {}).get('name', '')} --llvm {llvm.get('prefix', '')}",
+            "name": f"hermetic wheel {wrec.project.name} --llvm {llvm.prefix}",
             "taskTypes": ["build"],
             "inputs": [
                 {"resource": {"ref": llvm_ref}},
                 {"parameters": [
-                    {"name": "project", "value": str((wrec.get("project") or {}).get("name", ""))},
-                    {"name": "llvm-prefix", "value": str(llvm.get("prefix", ""))},
-                    {"name": "llvm-version", "value": str(llvm.get("version", ""))},
-                    {"name": "build-requirements.digest", "value": str((wrec.get("build_requirements") or {}).get("digest", ""))},
-                    {"name": "recipe.digest", "value": str(wrec.get("recipe_digest", ""))},
+                    {"name": "project", "value": wrec.project.name},
+                    {"name": "llvm-prefix", "value": llvm.prefix},
+                    {"name": "llvm-version", "value": llvm.version},
+                    {"name": "build-requirements.digest", "value": wrec.build_requirements.digest},
+                    {"name": "recipe.digest", "value": wrec.recipe_digest},
                 ]},
-                {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(wrec.get("source_date_epoch", ""))}]
+                {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(wrec.source_date_epoch)}]
                  + [{"name": k, "value": v} for k, v in BUILD_ENV]},
             ],
             "outputs": [{"type": "artifact", "resource": {"ref": "wheel"}}],
             "properties": _props(
                 [
-                    ("offline.enforced", str(bool(offline.get("enforced"))).lower()),
-                    ("offline.method", offline.get("method")),
-                    ("offline.reason", offline.get("reason")),
-                    ("machine", wrec.get("machine")),
+                    ("offline.enforced", str(offline.enforced).lower()),
+                    ("offline.method", offline.method),
+                    ("offline.reason", offline.reason),
+                    ("machine", wrec.machine),
                 ]
             ),
         }

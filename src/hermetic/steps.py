@@ -12,7 +12,7 @@ from typing import Any
 from . import llvm, recipe, record, sources, wheel
 from .attest import attest_image, attest_wheel
 from .digests import file_sha256
-from .errors import SourceError
+from .errors import SourceError, VerifyError
 from .log import Log
 from .oci.layout import spec_from_record, write_image
 from .settings import Settings
@@ -56,8 +56,11 @@ def _pruned_meta(path: Path) -> dict[str, Any]:
         raise SourceError(
             f"{path} is damaged", f"not valid JSON: {exc}", f"remove {path} and prune again (`hermetic source prune`)"
         ) from exc
-    if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
-        raise SourceError(f"{path} is damaged", "it names no sha256", f"remove {path} and prune again")
+    try:
+        record.PrunedSource.from_json(meta, str(path))  # every field, before a build relies on it
+    except VerifyError as exc:
+        raise SourceError(f"{path} is damaged", exc.why or exc.what, f"remove {path} and prune again") from exc
+    assert isinstance(meta, dict)
     return meta
 
 
@@ -110,23 +113,25 @@ def build_inputs(
 def finished_build(settings: Settings, variant: str, inputs_digest: str) -> tuple[str | None, str]:
     """(tree digest, "") of an identical earlier build whose tree is still intact, else (None, why not)."""
     path = llvm.build_dir(settings, variant) / "record.json"
-    llvm.recover(path.parent)
+    if llvm.swap_pending(path.parent):
+        # Planning changes nothing: the build step finishes or undoes the swap (llvm.recover).
+        return None, "an earlier build was cut off while being swapped in"
     if not path.is_file():
         return None, "not built yet"
-    rec = record.load_record(path)
-    if rec.get("inputs_digest") != inputs_digest:
+    rec = record.load_build_record(path)  # a damaged record is an error, never a silent rebuild
+    if rec.inputs_digest != inputs_digest:
         return None, "inputs differ from the recorded build"
-    root = Path(rec.get("install_root", ""))
-    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec["tree"]["digest"]:
+    root = Path(rec.install_root)
+    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec.tree.digest:
         return None, "the recorded tree was changed or removed"
-    return str(rec["tree"]["digest"]), ""
+    return rec.tree.digest, ""
 
 
 def make_wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
     # Planned at run time: the LLVM prefix it checks exists only once the build step ran.
     job = wheel.plan(settings, None, llvm_prefix, None, None)
     rec = wheel.build_wheel(settings, job, log)
-    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    sbom, prov = attest_wheel(settings, job.output / rec.wheel)
     log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
 
 

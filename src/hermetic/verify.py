@@ -186,8 +186,46 @@ def _fresh_dir(path: Path, avoid: list[Path]) -> Path:
 # -- LLVM: from a record (or a provenance that says the same) -----------------------------------------------
 
 
-def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
-    """A record-shaped description of the LLVM build behind an image, from its SLSA provenance."""
+@dataclass(frozen=True)
+class PrunedRef:
+    """The pruned source a rebuild must reproduce."""
+
+    file: str
+    sha256: str
+    path: str  # where the original lies; "" when only a provenance says what it was
+
+
+@dataclass(frozen=True)
+class RebuildSpec:
+    """What an LLVM install tree is rebuilt from: its build record, or an image's provenance saying the same."""
+
+    recipe_digest: str
+    variant: str
+    options: tuple[tuple[str, str], ...]
+    sources: tuple[record.SourceOrigin, ...]
+    source_archive: record.SourceArchive | None
+    pruned: PrunedRef | None
+    source_date_epoch: int | None
+    inputs_digest: str
+    tree_digest: str
+    tree_files: tuple[record.TreeEntry, ...]  # empty when only a provenance is known
+    prefix: str
+    install_root: str  # "" when only a provenance is known
+    finished: str | None
+
+    @classmethod
+    def of_record(cls, rec: record.BuildRecord) -> RebuildSpec:
+        pruned = PrunedRef(rec.pruned.file, rec.pruned.sha256, rec.pruned.path) if rec.pruned else None
+        return cls(
+            recipe_digest=rec.recipe.digest, variant=rec.variant, options=rec.options, sources=rec.sources,
+            source_archive=rec.source_archive, pruned=pruned, source_date_epoch=rec.source_date_epoch,
+            inputs_digest=rec.inputs_digest, tree_digest=rec.tree.digest, tree_files=rec.tree.files,
+            prefix=rec.prefix, install_root=rec.install_root, finished=rec.finished,
+        )
+
+
+def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str, str]) -> RebuildSpec:
+    """What the LLVM build behind an image was, from its SLSA provenance."""
     problems = provenance.check_statement(statement)
     if problems:
         raise VerifyError("the image's provenance is malformed", "; ".join(problems), "attest the image again")
@@ -195,91 +233,93 @@ def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str
     ext, internal = bd["externalParameters"], bd.get("internalParameters") or {}
     deps = bd.get("resolvedDependencies") or []
     role = {str((d.get("annotations") or {}).get("role", "")): d for d in deps}
-    sources_ = [
-        {"file": d["name"], "sha256": d["digest"]["sha256"], "origin": (d.get("annotations") or {}).get("origin", "")}
+    sources_ = tuple(
+        record.SourceOrigin(str(d["name"]), str(d["digest"]["sha256"]), str((d.get("annotations") or {}).get("origin", "")))
         for d in deps
         if (d.get("annotations") or {}).get("role") == "release-source"
-    ]
+    )
     pruned = role.get("pruned-source")
-    return {
-        "recipe": {
-            "name": ext["recipe"].get("name", "llvm"),
-            "version": ext["recipe"].get("version", ""),
-            "digest": (ext["recipe"].get("digest") or {}).get(provenance.RECIPE_DIGEST, ""),
-        },
-        "variant": ext["variant"],
-        "options": dict(ext.get("options") or {}),
-        "sources": sources_,
-        "pruned": (
-            {"file": pruned["name"], "sha256": pruned["digest"]["sha256"],
-             "key": (pruned.get("annotations") or {}).get("pruneKey", "")}
-            if pruned else None
-        ),
-        "source_date_epoch": internal.get("sourceDateEpoch"),
-        "inputs_digest": internal.get("inputsDigest", ""),
-        "tree": {"digest": labels.get(attest.LABEL + "tree.digest", "")},
-        "prefix": labels.get(attest.LABEL + "prefix", ""),
-        "finished": (statement["predicate"].get("runDetails") or {}).get("metadata", {}).get("finishedOn"),
-    }
+    epoch = internal.get("sourceDateEpoch")
+    return RebuildSpec(
+        recipe_digest=str((ext["recipe"].get("digest") or {}).get(provenance.RECIPE_DIGEST, "")),
+        variant=str(ext["variant"]),
+        options=tuple(sorted((str(k), str(v)) for k, v in (ext.get("options") or {}).items())),
+        sources=sources_,
+        source_archive=None,
+        pruned=PrunedRef(str(pruned["name"]), str(pruned["digest"]["sha256"]), "") if pruned else None,
+        source_date_epoch=int(epoch) if epoch is not None else None,
+        inputs_digest=str(internal.get("inputsDigest", "")),
+        tree_digest=labels.get(attest.LABEL + "tree.digest", ""),
+        tree_files=(),
+        prefix=labels.get(attest.LABEL + "prefix", ""),
+        install_root="",
+        finished=(statement["predicate"].get("runDetails") or {}).get("metadata", {}).get("finishedOn"),
+    )
 
 
-def _release_archive(settings: Settings, rec: recipe.Recipe, want: Mapping[str, Any], log: Log) -> sources.CachedArchive:
+def _release_archive(
+    settings: Settings, rec: recipe.Recipe, want: record.SourceOrigin | record.SourceArchive | None, log: Log
+) -> sources.CachedArchive:
     """The very release archive the record names (either accepted archive would do for a build, not for a prune)."""
+    want_sha = want.sha256 if want else None
     for a in rec.archives:
-        if a.sha256 == want.get("sha256"):
+        if a.sha256 == want_sha:
             p = sources.cache_path(settings.cache_dir, a)
             if p.is_file():
-                return sources.CachedArchive(a, p, str(want.get("origin", "cache")))
+                return sources.CachedArchive(a, p, want.origin if isinstance(want, record.SourceOrigin) else "cache")
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    if want.get("sha256") and got.archive.sha256 != want.get("sha256"):
-        log(f"verify: {want.get('file')} is not available; pruning {got.archive.file} instead")
+    if want and want.sha256 and got.archive.sha256 != want.sha256:
+        log(f"verify: {want.file} is not available; pruning {got.archive.file} instead")
     return got
 
 
 def _rebuild_llvm(
-    settings: Settings, spec: Mapping[str, Any], root: Path, report: Report, reuse_pruned: bool, log: Log
-) -> dict[str, Any]:
-    """Rebuild the install tree described by `spec` (a record) under root; returns the new record."""
+    settings: Settings, spec: RebuildSpec, root: Path, report: Report, reuse_pruned: bool, log: Log
+) -> record.BuildRecord:
+    """Rebuild the install tree described by `spec` under root; returns the new record."""
 
     rec = recipe.load(settings.recipes_dir)
-    want_recipe = str((spec.get("recipe") or {}).get("digest", ""))
+    want_recipe = spec.recipe_digest
     if want_recipe != rec.digest():
         raise VerifyError(
             "the recipe in this checkout is not the one the artifact was built with",
             f"recipe digest {rec.digest()} here, {want_recipe or 'none'} recorded",
             "check out the commit the artifact was built from (or pass --root of such a checkout), then verify again",
         )
-    epoch = spec.get("source_date_epoch")
-    if epoch is not None and int(epoch) != rec.source_date_epoch:
+    epoch = spec.source_date_epoch
+    if epoch is not None and epoch != rec.source_date_epoch:
         raise VerifyError("SOURCE_DATE_EPOCH differs", f"{rec.source_date_epoch} here, {epoch} recorded", "")
     report.conditions["source_date_epoch"] = rec.source_date_epoch
-    variant = recipe.resolve_variant(rec, str(spec["variant"]), {str(k): str(v) for k, v in (spec.get("options") or {}).items()})
-    wanted_sources = list(spec.get("sources") or [])
-    pruned = spec.get("pruned") or None
+    variant = recipe.resolve_variant(rec, spec.variant, dict(spec.options))
+    wanted_sources = list(spec.sources)
+    pruned = spec.pruned
 
     if pruned:
-        src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else {}, log)
+        src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else None, log)
         cached = steps.pruned_path(settings, rec, src.archive, variant)
-        if reuse_pruned and cached.is_file() and file_sha256(cached) == pruned.get("sha256"):
+        if reuse_pruned and cached.is_file() and file_sha256(cached) == pruned.sha256:
             path, note = cached, "reused from the cache (--reuse-pruned), sha256 checked"
         else:
-            path = root / "source" / str(pruned.get("file") or cached.name)
+            path = root / "source" / (pruned.file or cached.name)
             log(f"verify: pruning {src.archive.file} again")
             sources.prune(src, rec, variant, path, log)
             note = f"pruned again from {src.archive.file}"
         digest = file_sha256(path)
-        report.comparisons.append(Comparison("pruned source", "sha256:" + str(pruned.get("sha256", "")), "sha256:" + digest, note))
-        if digest != pruned.get("sha256"):
-            raise _mismatch(report, settings, Path(str(pruned.get("path", ""))), path, log)
-        meta = {"file": path.name, "path": str(path), "sha256": digest, "size": path.stat().st_size,
-                "key": sources.prune_key(src.archive, variant, rec.prune), "from": src.as_json(), "variant": variant.name}
+        report.comparisons.append(Comparison("pruned source", "sha256:" + pruned.sha256, "sha256:" + digest, note))
+        if digest != pruned.sha256:
+            raise _mismatch(report, settings, Path(pruned.path), path, log)
+        meta = record.PrunedSource(
+            file=path.name, path=str(path), sha256=digest, size=path.stat().st_size,
+            key=sources.prune_key(src.archive, variant, rec.prune), source=record.SourceOrigin.from_json(src.as_json()),
+            variant=variant.name,
+        ).as_json()
         inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta)
     else:
-        archive = spec.get("source_archive") or (wanted_sources[0] if wanted_sources else {})
+        archive = spec.source_archive or (wanted_sources[0] if wanted_sources else None)
         src = _release_archive(settings, rec, archive, log)
         inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None)
 
-    want_inputs = str(spec.get("inputs_digest") or "")
+    want_inputs = spec.inputs_digest
     if want_inputs and inputs.digest() != want_inputs:
         raise VerifyError(
             "the build inputs differ from the recorded ones",
@@ -289,46 +329,42 @@ def _rebuild_llvm(
         )
     rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
     new = llvm.build(rebuilt_settings, inputs, log)
-    report.comparisons.append(
-        Comparison("install tree", str((spec.get("tree") or {}).get("digest", "")), str(new["tree"]["digest"]))
-    )
+    report.comparisons.append(Comparison("install tree", spec.tree_digest, new.tree.digest))
     return new
 
 
-def _llvm_differences(spec: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str], int]:
-    old_files = (spec.get("tree") or {}).get("files") or []
-    new_files = new["tree"]["files"]
+def _llvm_differences(spec: RebuildSpec, new: record.BuildRecord) -> tuple[list[str], int]:
+    old_files = spec.tree_files
+    new_files = new.tree.files
     if not old_files:
         return [], len(new_files)
-    diffs = record.compare_trees(
-        [record.TreeEntry.from_json(f) for f in old_files], [record.TreeEntry.from_json(f) for f in new_files]
-    )
+    diffs = record.compare_trees(list(old_files), list(new_files))
     return diffs, max(len(old_files), len(new_files))
 
 
 def verify_llvm(settings: Settings, record_path: Path, report: Report, reuse_pruned: bool, log: Log) -> None:
-    spec = record.load_record(record_path)
-    report.conditions["original_dir"] = str(spec.get("install_root", ""))
+    spec = RebuildSpec.of_record(record.load_build_record(record_path))
+    report.conditions["original_dir"] = spec.install_root
     report.conditions["original_finished"] = provenance.iso(record_path.stat().st_mtime)
-    root = _fresh_dir(report.rebuild_dir, [Path(str(spec.get("install_root", ""))).parent])
+    root = _fresh_dir(report.rebuild_dir, [Path(spec.install_root).parent])
     with rebuild_conditions(report):
         new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
     if not report.matches:
         report.differences, report.entries = _llvm_differences(spec, new)
-        raise _mismatch(report, settings, Path(str(spec.get("install_root", ""))), Path(new["install_root"]), log)
-    report.entries = len(new["tree"]["files"])
+        raise _mismatch(report, settings, Path(spec.install_root), Path(new.install_root), log)
+    report.entries = len(new.tree.files)
 
 
 # -- images --------------------------------------------------------------------------------------------------
 
 
-def _image_spec(settings: Settings, layout: Layout, facts: Any, record_arg: Path | None) -> tuple[dict[str, Any], str]:
+def _image_spec(settings: Settings, layout: Layout, facts: Any, record_arg: Path | None) -> tuple[RebuildSpec, str]:
     """What the image was built from: its record (given, or in the work dir), else its own provenance."""
     if record_arg is not None:
-        return record.load_record(record_arg), str(record_arg)
+        return RebuildSpec.of_record(record.load_build_record(record_arg)), str(record_arg)
     try:
         path = attest.record_for_image(facts, settings.work_dir)
-        return record.load_record(path), str(path)
+        return RebuildSpec.of_record(record.load_build_record(path)), str(path)
     except UsageError as no_record:
         why = no_record.why
     found = referrers.referrers(layout, subject=facts.manifest_digest, artifact_type=provenance.MEDIA_TYPE)
@@ -358,24 +394,24 @@ def verify_image(
     spec, source = _image_spec(settings, layout, facts, record_arg)
     report.artifact = f"{facts.name} ({layout_path}; built from {source})"
     want_tree = facts.labels.get(attest.LABEL + "tree.digest", "")
-    if (spec.get("tree") or {}).get("digest") != want_tree:
+    if spec.tree_digest != want_tree:
         raise VerifyError(
             f"{source} is not the build of {facts.name}",
-            f"it records tree {(spec.get('tree') or {}).get('digest')}, the image's label says {want_tree}",
+            f"it records tree {spec.tree_digest}, the image's label says {want_tree}",
             "pass the record.json the image was written from",
         )
     report.conditions["original_dir"] = str(layout_path.absolute())
-    finished = spec.get("finished")
+    finished = spec.finished
     report.conditions["original_finished"] = finished or provenance.iso((layout_path / "index.json").stat().st_mtime)
-    avoid = [layout_path, *([Path(str(spec["install_root"])).parent] if spec.get("install_root") else [])]
+    avoid = [layout_path, *([Path(spec.install_root).parent] if spec.install_root else [])]
     root = _fresh_dir(report.rebuild_dir, avoid)
     compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
     with rebuild_conditions(report):
         new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
-        new_record = root / "work" / "llvm" / str(new["variant"]) / "record.json"
+        new_record = root / "work" / "llvm" / new.variant / "record.json"
         image = write_image(spec_from_record(new_record, arch=facts.arch), root / "image" / facts.name, compression)
     report.comparisons.append(Comparison("image manifest", facts.manifest_digest, image.manifest.digest))
-    report.entries = len(new["tree"]["files"])
+    report.entries = len(new.tree.files)
     if not report.matches:
         tree_diffs, _ = _llvm_differences(spec, new)
         compare = _stage_image_pair(layout, facts, Layout(image.layout), root / "compare")
@@ -467,19 +503,19 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     report.artifact = f"{art.wheel.name} ({art.record_path})"
     report.conditions["original_dir"] = str(art.wheel.parent)
     report.conditions["original_finished"] = provenance.iso(art.record_path.stat().st_mtime)
-    report.conditions["source_date_epoch"] = wrec.get("source_date_epoch")
-    project = Path(str((wrec.get("project") or {}).get("path", "")))
-    prefix = Path(str((wrec.get("llvm") or {}).get("prefix", "")))
-    wheelhouse = Path(str(wrec["wheelhouse"])) if wrec.get("wheelhouse") and Path(str(wrec["wheelhouse"])).is_dir() else None
+    report.conditions["source_date_epoch"] = wrec.source_date_epoch
+    project = Path(wrec.project.path)
+    prefix = Path(wrec.llvm.prefix)
+    wheelhouse = Path(wrec.wheelhouse) if wrec.wheelhouse and Path(wrec.wheelhouse).is_dir() else None
     root = _fresh_dir(report.rebuild_dir, [art.wheel.parent])
     rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
     with rebuild_conditions(report):
         job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse)
         checks = [
-            ("build requirements", job.requirements.digest(), (wrec.get("build_requirements") or {}).get("digest")),
-            ("compiler recipe", job.recipe.digest(), wrec.get("recipe_digest")),
-            ("SOURCE_DATE_EPOCH", str(job.epoch), str(wrec.get("source_date_epoch"))),
-            ("LLVM version", job.llvm.version, (wrec.get("llvm") or {}).get("version")),
+            ("build requirements", job.requirements.digest(), wrec.build_requirements.digest),
+            ("compiler recipe", job.recipe.digest(), wrec.recipe_digest),
+            ("SOURCE_DATE_EPOCH", str(job.epoch), str(wrec.source_date_epoch)),
+            ("LLVM version", job.llvm.version, wrec.llvm.version),
         ]
         changed = [f"{what}: {now} now, {then} recorded" for what, now, then in checks if now != then]
         if changed:
@@ -489,8 +525,8 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
                 "check out the commit (and LLVM) the wheel was built with, then verify again",
             )
         new = wheel.build_wheel(rebuilt_settings, job, log)
-    report.comparisons.append(Comparison("wheel", "sha256:" + str(wrec.get("sha256", "")), "sha256:" + str(new["sha256"])))
-    rebuilt = root / "dist" / str(new["wheel"])
+    report.comparisons.append(Comparison("wheel", "sha256:" + wrec.sha256, "sha256:" + new.sha256))
+    rebuilt = root / "dist" / new.wheel
     if report.matches:
         report.entries = len(_zip_listing(rebuilt)) - 1
         return
@@ -498,8 +534,8 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     new_listing = _zip_listing(rebuilt)
     report.entries = max(len(old_listing), len(new_listing)) - 1
     report.differences = _listing_differences(old_listing, new_listing) if old_listing else []
-    if new["wheel"] != wrec.get("wheel"):
-        report.differences.insert(0, f"file name: {wrec.get('wheel')} recorded, {new['wheel']} rebuilt")
+    if new.wheel != wrec.wheel:
+        report.differences.insert(0, f"file name: {wrec.wheel} recorded, {new.wheel} rebuilt")
     raise _mismatch(report, settings, art.wheel, rebuilt, log)
 
 

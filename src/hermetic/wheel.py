@@ -36,14 +36,14 @@ import yaml
 
 from . import recipe, record, sandbox
 from .digests import file_sha256
-from .errors import BuildError, RecipeError, UsageError
+from .errors import BuildError, HermeticError, RecipeError, UsageError
 from .llvm import iso_time
 from .llvm import toolchain_versions as llvm_toolchain_versions
 from .log import Log
 from .settings import Settings
 from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
 
-WHEEL_RECORD_SCHEMA = "hermetic.wheel-record/1"
+WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
 ZIP_EPOCH_MIN = 315532800
 _SKIP_IN_REPACK = ("RECORD", "RECORD.jws", "RECORD.p7s")
@@ -151,7 +151,7 @@ def inspect_llvm(prefix: Path, required_major: int) -> LLVMPrefix:
     return found
 
 
-def find_llvm_record(prefix: Path, work_dir: Path) -> dict[str, Any] | None:
+def find_llvm_record(prefix: Path, work_dir: Path) -> record.LLVMRecordRef | None:
     """The hermetic build record whose install tree holds this prefix, if there is one."""
     target = prefix.resolve()
     candidates = [a / "record.json" for a in target.parents]
@@ -162,18 +162,11 @@ def find_llvm_record(prefix: Path, work_dir: Path) -> dict[str, Any] | None:
         if not path.is_file():
             continue
         try:
-            rec = record.load_record(path)
-        except Exception:
-            continue
-        root = Path(str(rec.get("install_root", "")))
-        where = root / str(rec.get("prefix", "")).lstrip("/")
-        if where.resolve() == target:
-            return {
-                "path": str(path),
-                "variant": rec.get("variant"),
-                "inputs_digest": rec.get("inputs_digest"),
-                "tree_digest": rec.get("tree", {}).get("digest"),
-            }
+            rec = record.load_build_record(path)
+        except HermeticError:
+            continue  # a search: a record.json that is not a readable hermetic record is not the one
+        if rec.install_dir.resolve() == target:
+            return record.LLVMRecordRef(str(path), rec.variant, rec.inputs_digest, rec.tree.digest)
     return None
 
 
@@ -482,7 +475,7 @@ def _extract_binaries(wheel: Path, dest: Path) -> list[Path]:
     return out
 
 
-def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
+def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelRecord:
     """Build, re-pack, tag and record the wheel; returns the record (also written as wheel-record.json)."""
     started = time.monotonic()
     wall_started = time.time()
@@ -566,39 +559,55 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> dict[str, Any]:
     repack_s = time.monotonic() - t0
     digest = file_sha256(wheel)
     wname = WheelName.parse(wheel.name)
-    rec: dict[str, Any] = {
-        "schema": WHEEL_RECORD_SCHEMA,
-        "wheel": wheel.name,
-        "sha256": digest,
-        "size": wheel.stat().st_size,
-        "tag": wname.tag,
-        "platform_tag": {
-            "tag": wname.platform,
-            "from": "auditwheel" if audit else "none: auditwheel not available",
-            "auditwheel": {k: audit.get(k) for k in ("overall_tag", "sym_tag", "external_libs")} if audit else None,
-            "built_as": current,
-        },
-        "glibc_required": needs.get("GLIBC"),
-        "symbol_versions": needs,
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "tag": f"{wname.python}-{wname.abi}"},
-        "project": {"name": name, "path": str(job.project)},
-        "llvm": {"prefix": str(job.llvm.prefix), "cmake_dir": str(job.llvm.cmake_dir), "version": job.llvm.version,
-                 "record": find_llvm_record(job.llvm.prefix, settings.work_dir)},
-        "source_date_epoch": job.epoch,
-        "build_requirements": {"file": str(job.requirements.path), "digest": job.requirements.digest(),
-                               "pinned": job.requirements.as_json()},
-        "wheelhouse": str(job.wheelhouse),
-        "recipe_digest": job.recipe.digest(),
-        "offline": offline.as_json(),
-        "machine": f"{platform.system().lower()}-{platform.machine()}",
-        "toolchain": llvm_toolchain_versions(env),
-        "started": iso_time(wall_started),
-        "finished": iso_time(time.time()),
-        "timings_s": {"venv": round(venv_s, 1), "venv_reused": reused, "build": round(build_s, 1),
-                      "tag_and_repack": round(repack_s, 1), "total": round(time.monotonic() - started, 1)},
-    }
-    record.write_json(job.output / "wheel-record.json", rec)
+    rec = record.WheelRecord(
+        wheel=wheel.name,
+        sha256=digest,
+        size=wheel.stat().st_size,
+        tag=wname.tag,
+        platform_tag=record.PlatformTag(
+            tag=wname.platform,
+            source="auditwheel" if audit else "none: auditwheel not available",
+            auditwheel=_audit_facts(audit) if audit else None,
+            built_as=current,
+        ),
+        glibc_required=needs.get("GLIBC"),
+        symbol_versions=tuple(sorted(needs.items())),
+        python=record.PythonInfo(platform.python_version(), platform.python_implementation(), f"{wname.python}-{wname.abi}"),
+        project=record.ProjectRef(name, str(job.project)),
+        llvm=record.WheelLLVM(str(job.llvm.prefix), str(job.llvm.cmake_dir), job.llvm.version,
+                              find_llvm_record(job.llvm.prefix, settings.work_dir)),
+        source_date_epoch=job.epoch,
+        build_requirements=record.BuildRequirements(
+            str(job.requirements.path), job.requirements.digest(),
+            tuple(record.PinnedRequirement(r.name, r.version, tuple(r.hashes)) for r in job.requirements.items),
+        ),
+        wheelhouse=str(job.wheelhouse),
+        recipe_digest=job.recipe.digest(),
+        offline=record.Offline(offline.enforced, offline.method, offline.reason),
+        machine=f"{platform.system().lower()}-{platform.machine()}",
+        toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(env)),
+        started=iso_time(wall_started),
+        finished=iso_time(time.time()),
+        timings_s=record.WheelTimings(
+            venv=round(venv_s, 1), venv_reused=reused, build=round(build_s, 1),
+            tag_and_repack=round(repack_s, 1), total=round(time.monotonic() - started, 1),
+        ),
+    )
+    record.write_record(job.output / "wheel-record.json", rec)
     shutil.rmtree(stage, ignore_errors=True)
-    log(f"wheel: {wheel} sha256 {digest} ({rec['timings_s']['total']:.0f}s)")
+    log(f"wheel: {wheel} sha256 {digest} ({rec.timings_s.total:.0f}s)")
     return rec
+
+
+def _audit_facts(audit: Mapping[str, Any]) -> record.Auditwheel:
+    """The parts of auditwheel's report the record keeps."""
+
+    def text(value: object) -> str | None:
+        return None if value is None else str(value)
+
+    libs = audit.get("external_libs")
+    return record.Auditwheel(
+        overall_tag=text(audit.get("overall_tag")),
+        sym_tag=text(audit.get("sym_tag")),
+        external_libs=tuple(sorted((str(k), text(v)) for k, v in libs.items())) if isinstance(libs, dict) else None,
+    )

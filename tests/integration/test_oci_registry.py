@@ -22,7 +22,7 @@ from hermetic.errors import RegistryError, VerifyError
 from hermetic.oci.layout import Layout, spec_from_record, write_image
 from hermetic.oci.registry import Progress, RegistryClient, parse_reference, pull_layout, push_layout
 from hermetic.oci.unpack import unpack_layout, verify_tree
-from hermetic.record import load_record, scan_tree, tree_digest
+from hermetic.record import BuildRecord, load_build_record, scan_tree, tree_digest
 from hermetic.settings import Settings
 
 Registry = Any  # the fixture class in conftest.py
@@ -31,8 +31,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="session")
-def record(support_install: Path) -> dict[str, Any]:
-    return load_record(support_install)
+def record(support_install: Path) -> BuildRecord:
+    return load_build_record(support_install)
 
 
 @pytest.fixture(scope="session")
@@ -42,17 +42,17 @@ def image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     ).layout
 
 
-def prefix_of(record: dict[str, Any]) -> str:
-    return str(record["prefix"]).strip("/")
+def prefix_of(record: BuildRecord) -> str:
+    return record.prefix.strip("/")
 
 
 _CLIENTS: list[RegistryClient] = []
 
 
-def tree_digest_of(root: Path, record: dict[str, Any]) -> str:
+def tree_digest_of(root: Path, record: BuildRecord) -> str:
     """The digest of the tree at root, taken the way the record took it (from the rootfs or the prefix)."""
     prefix = prefix_of(record)
-    files = [str(f["path"]) for f in record["tree"]["files"]]
+    files = [f.path for f in record.tree.files]
     if not any(f == prefix or f.startswith(prefix + "/") for f in files):
         return tree_digest(scan_tree(root / prefix))
     keep = {"/".join(prefix.split("/")[:i]) for i in range(1, prefix.count("/") + 2)}
@@ -127,7 +127,7 @@ def test_cross_repository_mount(registry: Registry, image: Path) -> None:
 
 
 def test_pull_unpack_equals_install_tree(
-    registry: Registry, image: Path, support_install: Path, record: dict[str, Any], tmp_path: Path
+    registry: Registry, image: Path, support_install: Path, record: BuildRecord, tmp_path: Path
 ) -> None:
     ref = parse_reference(f"{registry.host}/pull/llvm:1")
     push_layout(client_for(registry), Layout(image), ref, chunk_size=512 << 10)
@@ -137,7 +137,7 @@ def test_pull_unpack_equals_install_tree(
     dest = tmp_path / "root"
     unpack_layout(Layout(layout_dir), dest)
     assert verify_tree(dest, support_install) == []
-    assert tree_digest_of(dest, record) == record["tree"]["digest"]
+    assert tree_digest_of(dest, record) == record.tree.digest
 
 
 def test_cli_pull_unpack_and_verify_tree(
@@ -155,14 +155,14 @@ def test_cli_pull_unpack_and_verify_tree(
         args = parser.parse_args(argv)
         assert args.func(args, settings) == 0
     assert not list(tmp_path.glob(".u.*"))
-    (tmp_path / "u" / prefix_of(load_record(support_install)) / "extra").write_text("x")
+    (tmp_path / "u" / prefix_of(load_build_record(support_install)) / "extra").write_text("x")
     args = parser.parse_args(["verify-tree", str(tmp_path / "u"), "--record", str(support_install)])
     with pytest.raises(VerifyError, match="differs"):
         args.func(args, settings)
 
 
 def test_buildah_copy_from_registry_image(
-    registry: Registry, image: Path, record: dict[str, Any], tmp_path: Path
+    registry: Registry, image: Path, record: BuildRecord, tmp_path: Path
 ) -> None:
     if shutil.which("buildah") is None:
         pytest.fail("buildah is missing: install Debian's buildah package (.ci/run does)")
@@ -194,7 +194,7 @@ def test_buildah_copy_from_registry_image(
         )
         ctr = run("buildah", *store, "from", "localhost/consumer").strip()
         mnt = Path(run("buildah", *store, "mount", ctr).strip())
-        assert tree_digest_of(mnt, record) == record["tree"]["digest"]
+        assert tree_digest_of(mnt, record) == record.tree.digest
     finally:
         subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
         subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
@@ -343,7 +343,7 @@ def test_tampered_layout_is_refused_before_upload(registry: Registry, image: Pat
 
 
 def test_llvm_containerfile_copies_the_same_tree(
-    support_install: Path, record: dict[str, Any], image: Path, tmp_path: Path
+    support_install: Path, record: BuildRecord, image: Path, tmp_path: Path
 ) -> None:
     """containers/llvm.Containerfile gives the same tree, but (as it documents) not our digest."""
     root = Path(__file__).resolve().parents[2]
@@ -356,16 +356,16 @@ def test_llvm_containerfile_copies_the_same_tree(
             "--isolation",
             "chroot",
             "--build-arg",
-            f"VARIANT={record['variant']}",
+            f"VARIANT={record.variant}",
             "-t",
             "localhost/llvm",
             "-f",
             str(root / "containers/llvm.Containerfile"),
-            str(record["install_root"]),
+            str(record.install_root),
         )
         ctr = run("buildah", *store, "from", "localhost/llvm").strip()
         mnt = Path(run("buildah", *store, "mount", ctr).strip())
-        assert tree_digest_of(mnt, record) == record["tree"]["digest"]
+        assert tree_digest_of(mnt, record) == record.tree.digest
         out = tmp_path / "oci"
         run("buildah", *store, "push", "localhost/llvm", f"oci:{out}:llvm")
         assert Layout(out).index()[0].digest != Layout(image).index()[0].digest

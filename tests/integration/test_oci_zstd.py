@@ -23,7 +23,7 @@ from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD
 from hermetic.oci.layout import Descriptor, ImageResult, Layout, spec_from_record, write_image
 from hermetic.oci.registry import RegistryClient, parse_reference, pull_layout, push_layout
 from hermetic.oci.unpack import unpack_layout, verify_tree
-from hermetic.record import load_record
+from hermetic.record import BuildRecord, load_build_record
 
 Registry = Any  # the fixture class in conftest.py
 
@@ -33,8 +33,8 @@ TAG = "llvm-support-19.1.7-linux-amd64"  # the layout's ref name
 
 
 @pytest.fixture(scope="session")
-def record(support_install: Path) -> dict[str, Any]:
-    return load_record(support_install)
+def record(support_install: Path) -> BuildRecord:
+    return load_build_record(support_install)
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +84,7 @@ def test_zstd_image_is_stable_and_shares_diff_ids_with_gzip(
 
 
 def test_push_pull_unpack_zstd_equals_install_tree(
-    registry: Registry, zstd_image: ImageResult, support_install: Path, record: dict[str, Any], tmp_path: Path
+    registry: Registry, zstd_image: ImageResult, support_install: Path, record: BuildRecord, tmp_path: Path
 ) -> None:
     ref = f"{registry.host}/zstd/llvm:pull"
     assert push(registry, zstd_image, ref) == zstd_image.manifest.digest
@@ -93,7 +93,7 @@ def test_push_pull_unpack_zstd_equals_install_tree(
     assert desc.digest == zstd_image.manifest.digest
     unpack_layout(Layout(tmp_path / "pulled"), tmp_path / "root")
     assert verify_tree(tmp_path / "root", support_install) == []
-    assert tree_digest_of(tmp_path / "root", record) == record["tree"]["digest"]
+    assert tree_digest_of(tmp_path / "root", record) == record.tree.digest
 
 
 def test_skopeo_reads_the_zstd_image(registry: Registry, zstd_image: ImageResult, tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_skopeo_reads_the_zstd_image(registry: Registry, zstd_image: ImageResult
 
 
 def test_buildah_copies_from_the_zstd_image(
-    registry: Registry, zstd_image: ImageResult, record: dict[str, Any], tmp_path: Path
+    registry: Registry, zstd_image: ImageResult, record: BuildRecord, tmp_path: Path
 ) -> None:
     need("buildah")
     ref = f"{registry.host}/zstd/llvm:buildah"
@@ -146,14 +146,14 @@ def test_buildah_copies_from_the_zstd_image(
         )  # fmt: skip
         ctr = run("buildah", *store, "from", "localhost/zstd-consumer").strip()
         mnt = Path(run("buildah", *store, "mount", ctr).strip())
-        assert tree_digest_of(mnt, record) == record["tree"]["digest"]
+        assert tree_digest_of(mnt, record) == record.tree.digest
     finally:
         subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
         subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
 
 
 def test_umoci_of_debian_12_refuses_zstd_and_reads_gzip(
-    zstd_image: ImageResult, gzip_image: ImageResult, record: dict[str, Any], tmp_path: Path
+    zstd_image: ImageResult, gzip_image: ImageResult, record: BuildRecord, tmp_path: Path
 ) -> None:
     """umoci 0.4.7 knows tar and tar+gzip layers only. If this starts failing, umoci reads zstd now:
     update the README's OCI section, and consider zstd as the default."""
@@ -168,4 +168,4 @@ def test_umoci_of_debian_12_refuses_zstd_and_reads_gzip(
     assert f"blob is not correct mediatype: {MEDIA_TYPE_ZSTD}" in proc.stderr, proc.stderr
     # the same tree as gzip: umoci reads it, so the refusal is about the compression alone
     run("umoci", "unpack", "--image", f"{gzip_image.layout}:{TAG}", str(tmp_path / "gzip-bundle"))
-    assert tree_digest_of(tmp_path / "gzip-bundle" / "rootfs", record) == record["tree"]["digest"]
+    assert tree_digest_of(tmp_path / "gzip-bundle" / "rootfs", record) == record.tree.digest

@@ -54,13 +54,14 @@ def test_provenance_describes_the_same_build_as_the_record(tmp_path: Path) -> No
     facts, _ = attest.image_facts(Layout(layout))
     st = json.loads(referrers.referrers(Layout(layout), artifact_type="application/vnd.in-toto+json")[0].read())
     spec = verify._llvm_spec_from_provenance(st, facts.labels)
-    rec = record.load_record(rec_path)
+    rec = record.load_build_record(rec_path)
     for key in ("variant", "options", "source_date_epoch", "inputs_digest", "prefix"):
-        assert spec[key] == rec[key], key
-    assert spec["recipe"]["digest"] == rec["recipe"]["digest"]
-    assert spec["sources"] == rec["sources"]
-    assert (spec["pruned"]["sha256"], spec["pruned"]["file"]) == (rec["pruned"]["sha256"], rec["pruned"]["file"])
-    assert spec["tree"]["digest"] == rec["tree"]["digest"]
+        assert getattr(spec, key) == getattr(rec, key), key
+    assert spec.recipe_digest == rec.recipe.digest
+    assert spec.sources == rec.sources
+    assert spec.pruned is not None and rec.pruned is not None
+    assert (spec.pruned.sha256, spec.pruned.file) == (rec.pruned.sha256, rec.pruned.file)
+    assert spec.tree_digest == rec.tree.digest
 
 
 def test_diffoscope_names_the_differing_files(tmp_path: Path) -> None:
@@ -117,10 +118,10 @@ def test_an_image_is_rebuilt_from_its_record_else_from_its_provenance(tmp_path: 
     facts, _ = attest.image_facts(Layout(layout))
     with_record = dataclasses.replace(settings(tmp_path), work_dir=tmp_path / "w")
     spec, source = verify._image_spec(with_record, Layout(layout), facts, None)
-    assert source == str(rec_path) and spec["tree"]["files"]
+    assert source == str(rec_path) and spec.tree_files
     empty = settings(tmp_path / "elsewhere")
     proc = hermetic("verify", str(layout), "--work-dir", str(tmp_path / "elsewhere"), check=False)
     assert proc.returncode == 2 and "nothing says what" in proc.stderr and "--with-attestations" in proc.stderr
     attest.attest_image(settings(tmp_path), layout, rec_path)
     spec, source = verify._image_spec(empty, Layout(layout), facts, None)
-    assert source.startswith("provenance sha256:") and spec["variant"] == "support"
+    assert source.startswith("provenance sha256:") and spec.variant == "support"

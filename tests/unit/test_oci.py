@@ -78,12 +78,30 @@ def make_record(base: Path, seed: int = 0) -> Path:
                 "origin": "url",
             }
         ],
-        "pruned": {"sha256": "cd" * 32},
+        "inputs_digest": "ef" * 32,
+        "source_archive": {"file": "llvm-project-19.1.7.src-support.tar.xz", "sha256": "cd" * 32},
+        "pruned": {
+            "file": "llvm-project-19.1.7.src-support.tar.xz",
+            "path": str(base / "llvm-project-19.1.7.src-support.tar.xz"),
+            "sha256": "cd" * 32,
+            "size": 1234,
+            "key": "9a" * 32,
+            "from": {
+                "file": "llvm-project-19.1.7.src.tar.xz",
+                "sha256": "82401fea7b79d0078043f7598b835284d6650a75b93e64b6f761ea7b63097501",
+                "origin": "url",
+            },
+            "variant": VARIANT,
+        },
         "prefix": "/" + PREFIX,
         "source_date_epoch": EPOCH,
+        "offline": {"enforced": False, "method": "none", "reason": "test"},
+        "jobs": 1,
+        "wall_time_s": 1.0 + seed,
+        "build_commands": None,
+        "test_package": {"ran": True, "ptx": []},
         "tree": {"digest": tree_digest(entries), "size": 0, "files": [e.as_json() for e in entries]},
         "install_root": str(install),
-        "timings": {"build": 1.0 + seed},
     }
     path = base / "record.json"
     write_json(path, record)

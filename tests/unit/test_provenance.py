@@ -131,7 +131,7 @@ def test_inspect_catches_attestations_of_another_image(tmp_path: Path, capsys: p
     layout = Layout(layout_path)
     subject = pick_root(layout)
     # an SBOM that claims another image, attached to this one
-    bom = sbom.image_sbom(record.load_record(rec), attest.image_facts(layout)[0], {})
+    bom = sbom.image_sbom(record.load_build_record(rec), attest.image_facts(layout)[0], {})
     bom["metadata"]["component"]["hashes"] = [{"alg": "SHA-256", "content": "00" * 32}]
     referrers.attach(layout, subject, sbom.MEDIA_TYPE, sbom.dumps(bom), "sbom.cdx.json",
                      {referrers.ANN_KIND: "sbom"})

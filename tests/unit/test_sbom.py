@@ -149,17 +149,17 @@ def test_wheel_sbom_against_debian_llvm(tmp_path: Path) -> None:
 
 def test_wheel_sbom_against_a_hermetic_llvm_carries_its_sources(tmp_path: Path) -> None:
     rec_path = fake_llvm_build(tmp_path / "a")
-    rec = record.load_record(rec_path)
-    ref = {"path": str(rec_path), "variant": "support", "inputs_digest": rec["inputs_digest"],
-           "tree_digest": rec["tree"]["digest"]}
-    wheel = fake_wheel(tmp_path / "dist", llvm_prefix=rec["install_root"] + rec["prefix"], llvm_record=ref)
+    rec = record.load_build_record(rec_path)
+    ref = {"path": str(rec_path), "variant": "support", "inputs_digest": rec.inputs_digest,
+           "tree_digest": rec.tree.digest}
+    wheel = fake_wheel(tmp_path / "dist", llvm_prefix=rec.install_root + rec.prefix, llvm_record=ref)
     sbom_path, prov_path = attest.attest_wheel(settings(tmp_path), wheel)
     assert (sbom_path.name, prov_path.name) == (wheel.name + ".cdx.json", wheel.name + ".intoto.json")
     bom = json.loads(sbom_path.read_text())
     assert cyclonedx.errors(bom) == []
     _refs_are_consistent(bom)
     assert sbom.find_component(bom, "source:pruned")["hashes"][0]["content"] == "79" * 32
-    assert sbom.property_of(sbom.find_component(bom, "llvm-tree"), "tree.digest") == rec["tree"]["digest"]
+    assert sbom.property_of(sbom.find_component(bom, "llvm-tree"), "tree.digest") == rec.tree.digest
     tools = {c["name"] for c in bom["formulation"][0]["components"]}
     assert {"conan", "cmake", "ninja", "scikit-build-core", "nanobind", "cc", "cxx"} <= tools
 

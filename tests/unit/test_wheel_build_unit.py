@@ -374,15 +374,26 @@ def test_find_llvm_record(tmp_path: Path) -> None:
     _fake_llvm(prefix, "19.1.7")
     rec = {
         "schema": "hermetic.build-record/1",
+        "recipe": {"name": "llvm", "version": "19.1.7", "digest": "ab" * 32},
         "variant": "support",
+        "options": {},
         "inputs_digest": "abc",
+        "sources": [],
+        "source_archive": {"file": "llvm-project-19.1.7.src.tar.xz", "sha256": "cd" * 32},
+        "pruned": None,
+        "source_date_epoch": 1736812800,
+        "offline": {"enforced": False, "method": "none", "reason": "test"},
+        "jobs": 1,
+        "wall_time_s": 1.0,
+        "build_commands": None,
+        "test_package": {"ran": True, "ptx": []},
         "install_root": str(variant / "install"),
         "prefix": "/usr/lib64/llvm-support-19.1.7",
-        "tree": {"digest": "sha256:123"},
+        "tree": {"digest": "sha256:123", "size": 0, "files": []},
     }
     (variant / "record.json").write_text(json.dumps(rec))
     found = wheel.find_llvm_record(prefix, tmp_path / "elsewhere")
-    assert found is not None and found["tree_digest"] == "sha256:123" and found["variant"] == "support"
+    assert found is not None and found.tree_digest == "sha256:123" and found.variant == "support"
     assert wheel.find_llvm_record(_fake_llvm(tmp_path / "other", "19.1.7"), tmp_path / "work") is None
 
 

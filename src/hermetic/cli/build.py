@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import llvm, plan, recipe, sources, steps
 from ..log import stderr_log
-from ..record import load_record, write_json
+from ..record import load_build_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
 from .common import Common, Subparsers, add_command, add_group, out, out_json, overrides, say
@@ -50,11 +50,11 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     plan.execute(job, log)
     build = job.step("build")
     out_dir = llvm.build_dir(settings, job.variant)
-    result = load_record(out_dir / "record.json")
+    result = load_build_record(out_dir / "record.json")
     if build.state == plan.DONE:
-        log(f"build: llvm-{job.variant} is up to date ({result['tree']['digest']})")
-    out_json({k: result[k] for k in ("variant", "prefix", "install_root", "wall_time_s")}
-             | {"tree_digest": result["tree"]["digest"], "record": str(out_dir / "record.json")})
+        log(f"build: llvm-{job.variant} is up to date ({result.tree.digest})")
+    out_json({"variant": result.variant, "prefix": result.prefix, "install_root": result.install_root,
+              "wall_time_s": result.wall_time_s, "tree_digest": result.tree.digest, "record": str(out_dir / "record.json")})
     return 0
 
 

@@ -23,10 +23,10 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.wheelhouse) if args.wheelhouse else None,
     )
     rec = wheel.build_wheel(settings, job, log)
-    sbom, prov = attest_wheel(settings, job.output / rec["wheel"])
+    sbom, prov = attest_wheel(settings, job.output / rec.wheel)
     log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
-    out_json({k: rec[k] for k in ("wheel", "sha256", "tag", "glibc_required")}
-             | {"path": str(job.output / rec["wheel"]), "record": str(job.output / "wheel-record.json")})
+    out_json({"wheel": rec.wheel, "sha256": rec.sha256, "tag": rec.tag, "glibc_required": rec.glibc_required}
+             | {"path": str(job.output / rec.wheel), "record": str(job.output / "wheel-record.json")})
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, VerifyError
-from ..record import load_record
+from ..record import load_build_record
 from .layer import LayerInfo, write_layer
 
 OCI_LAYOUT_VERSION = "1.0.0"
@@ -373,21 +373,14 @@ class ImageSpec:
 
 
 def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
-    rec = load_record(record_path)
-    try:
-        recipe = {k: str(v) for k, v in dict(rec["recipe"]).items()}
-        variant = str(rec["variant"])
-        prefix = "/" + str(rec["prefix"]).strip("/")
-        epoch = int(rec["source_date_epoch"])
-        install_root = Path(str(rec["install_root"]))
-        tree = str(rec["tree"]["digest"])
-        sources = tuple(sorted((str(s["file"]), str(s["sha256"])) for s in rec.get("sources", [])))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise VerifyError(
-            f"build record {record_path} lacks what an image needs",
-            f"{type(exc).__name__}: {exc}",
-            "rebuild the variant",
-        ) from exc
+    rec = load_build_record(record_path)
+    recipe = {"name": rec.recipe.name, "version": rec.recipe.version, "digest": rec.recipe.digest}
+    variant = rec.variant
+    prefix = "/" + rec.prefix.strip("/")
+    epoch = rec.source_date_epoch
+    install_root = Path(rec.install_root)
+    tree = rec.tree.digest
+    sources = tuple(sorted((s.file, s.sha256) for s in rec.sources))
     if not install_root.is_absolute():
         install_root = (record_path.parent / install_root).resolve()
     version = recipe.get("version") or prefix.rsplit("-", 1)[-1]
@@ -402,12 +395,12 @@ def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
         prefix=prefix,
         install_root=install_root,
         epoch=epoch,
-        arch=arch or str(rec.get("arch") or host_arch()),
+        arch=arch or host_arch(),
         os="linux",
         recipe=recipe,
         sources=sources,
         tree_digest=tree,
-        pruned=str((rec.get("pruned") or {}).get("sha256", "")),
+        pruned=rec.pruned.sha256 if rec.pruned else "",
     )
 
 

@@ -28,7 +28,7 @@ from typing import IO, Any
 import zstandard
 
 from ..errors import UsageError, VerifyError, disk_full
-from ..record import TreeEntry, compare_trees, load_record, scan_tree
+from ..record import BuildRecord, TreeEntry, compare_trees, load_build_record, scan_tree
 from .layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_TAR, MEDIA_TYPE_ZSTD
 from .layout import Descriptor, Layout, pick_root, select_manifest
 
@@ -383,15 +383,8 @@ def _diff_ids(config: dict[str, Any], n: int) -> list[str]:
     return ids
 
 
-def _record_tree(record: dict[str, Any], where: Path) -> tuple[list[TreeEntry], str]:
-    try:
-        files = [TreeEntry.from_json(e) for e in record["tree"]["files"]]
-        prefix = str(record["prefix"]).strip("/")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise VerifyError(
-            f"build record {where} has no usable tree", f"{type(exc).__name__}: {exc}", "rebuild"
-        ) from exc
-    return files, prefix
+def _record_tree(record: BuildRecord) -> tuple[list[TreeEntry], str]:
+    return list(record.tree.files), record.prefix.strip("/")
 
 
 def relative_to_prefix(files: list[TreeEntry], prefix: str) -> list[TreeEntry]:
@@ -406,8 +399,8 @@ def verify_tree(directory: Path, record_path: Path) -> list[str]:
     """Differences between an unpacked tree (a rootfs, or the prefix itself) and its build record."""
     if not directory.is_dir():
         raise UsageError(f"{directory} is not a directory", "", "pass the directory you unpacked into")
-    record = load_record(record_path)
-    expected, prefix = _record_tree(record, record_path)
+    record = load_build_record(record_path)
+    expected, prefix = _record_tree(record)
     below = directory / prefix
     base = below if below.is_dir() and not below.is_symlink() else directory
     return compare_trees(relative_to_prefix(expected, prefix), scan_tree(base))

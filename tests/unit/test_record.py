@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import pipeline, recipe, record
+from hermetic import llvm, recipe, record, steps
 from hermetic.errors import ExitCode, UsageError, VerifyError
 from schemas.examples import fake_llvm_build, fake_wheel, settings
 
@@ -202,7 +202,7 @@ def test_damaged_json_missing_files_and_other_schemas_are_clear_errors(tmp_path:
         record.load_wheel_record(tmp_path / "nothing.json")
 
 
-# -- the pipeline: a damaged record is an error, a stale one a rebuild ------------------------------------
+# -- the plan: a damaged record is an error, a stale one a rebuild ------------------------------------
 
 
 def _archive(tmp_path: Path) -> Path:
@@ -235,15 +235,15 @@ def test_a_stale_or_orphaned_record_is_a_rebuild(tmp_path: Path) -> None:
     s = settings(tmp_path)
     rec = recipe.load(s.recipes_dir)
     variant = recipe.resolve_variant(rec, "support")
-    inputs = pipeline.build_inputs(s, rec, variant, str(_archive(tmp_path)), lambda _: None)
+    digest = llvm.inputs_digest(rec, variant, llvm.source_identity("path", "ab" * 32))
     built = fake_llvm_build(s.work_dir)  # WORK_DIR/llvm/support/record.json with its tree intact
     data = json.loads(built.read_text())
-    assert pipeline.finished_build(s, inputs) is None  # other inputs digest: rebuild
-    built.write_text(json.dumps(data | {"inputs_digest": inputs.digest()}))
-    found = pipeline.finished_build(s, inputs)
-    assert found is not None and found.tree.digest == data["tree"]["digest"]
+    assert steps.finished_build(s, "support", digest)[0] is None  # other inputs digest: rebuild
+    built.write_text(json.dumps(data | {"inputs_digest": digest}))
+    found, _ = steps.finished_build(s, "support", digest)
+    assert found is not None and found == data["tree"]["digest"]
     (Path(data["install_root"]) / "usr" / "lib64" / "llvm-support-19.1.7" / "lib" / "libLLVMSupport.a").write_bytes(b"x")
-    assert pipeline.finished_build(s, inputs) is None  # the tree changed: rebuild
+    assert steps.finished_build(s, "support", digest)[0] is None  # the tree changed: rebuild
     built.write_text("{")
     with pytest.raises(VerifyError, match="is not valid JSON"):
-        pipeline.finished_build(s, inputs)
+        steps.finished_build(s, "support", digest)

@@ -297,6 +297,15 @@ def inspect_record(path: Path) -> dict[str, Any]:
 # -- output -------------------------------------------------------------------------------------------------
 
 
+def _flat(value: object) -> str:
+    """One line for a value of a report: mappings as key=value pairs, never a Python repr."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_flat(v)}" for k, v in value.items() if v not in (None, ""))
+    if isinstance(value, list):
+        return "; ".join(_flat(v) for v in value)
+    return str(value)
+
+
 def render(report: Mapping[str, Any]) -> str:
     a = report["artifact"]
     title = a["name"] if a.get("title", a["name"]) == a["name"] else f"{a['title']} ({a['name']})"
@@ -307,14 +316,16 @@ def render(report: Mapping[str, Any]) -> str:
     for layer in a.get("layers") or []:
         lines.append(f"  layer     {layer['digest']} ({layer['size'] / 1e6:.1f} MB, {layer['mediaType']})")
     if "record_matches" in a and a["record_matches"] is not None:
-        lines.append(f"  record    {'matches' if a['record_matches'] else 'DOES NOT MATCH'} ({a.get('record', '')})")
+        verdict = "matches" if a["record_matches"] else "DOES NOT MATCH"
+        # A record inspected itself has no other record to name: the check is of the tree on disk.
+        lines.append(f"  record    {verdict} ({a['record']})" if a.get("record") else f"  on disk   {verdict} the record")
     lines.append("built from:")
     for k, v in report["built_from"].items():
         if k == "provenance":
             continue
-        if isinstance(v, dict):
-            v = ", ".join(f"{kk}={vv}" for kk, vv in v.items() if vv not in (None, ""))
-        lines.append(f"  {k:<18} {v}")
+        items = v if isinstance(v, list) else [v]
+        for i, item in enumerate(items or ["-"]):
+            lines.append(f"  {k if i == 0 else '':<18} {_flat(item)}")
     prov = report["built_from"].get("provenance")
     if prov:
         lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")

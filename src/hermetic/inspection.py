@@ -176,7 +176,8 @@ def inspect_layout(path: Path, arch: str | None = None) -> dict[str, Any]:
 
 
 def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dict[str, Any]:
-    from .oci.registry import Progress, make_client, parse_reference
+    from .oci.reference import parse_reference
+    from .oci.registry import Progress, make_client
 
     ref = parse_reference(text)
     client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))

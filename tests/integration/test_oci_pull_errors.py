@@ -13,7 +13,9 @@ import pytest
 
 from helpers import hermetic
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
-from hermetic.oci.registry import RegistryClient, parse_reference, push_layout
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import RegistryClient
+from hermetic.oci.transfer import push_layout
 
 Registry = Any  # the fixture class in conftest.py
 

@@ -21,7 +21,9 @@ from test_oci_registry import prefix_of, run, tree_digest_of
 
 from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD
 from hermetic.oci.layout import Descriptor, ImageResult, Layout, spec_from_record, write_image
-from hermetic.oci.registry import RegistryClient, parse_reference, pull_layout, push_layout
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import RegistryClient
+from hermetic.oci.transfer import pull_layout, push_layout
 from hermetic.oci.unpack import unpack_layout, verify_tree
 from hermetic.record import BuildRecord, load_build_record
 

@@ -19,7 +19,9 @@ from hermetic.errors import EnvironmentError_, RegistryError, VerifyError
 from hermetic.oci import registry as registry_mod
 from hermetic.oci import unpack as unpack_mod
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
-from hermetic.oci.registry import RegistryClient, parse_reference, pull_layout
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import RegistryClient
+from hermetic.oci.transfer import pull_layout
 from hermetic.oci.unpack import unpack_layout
 
 pytestmark = pytest.mark.unit

@@ -13,8 +13,11 @@ import pytest
 
 from fake_http import FakeHandler, FakeServer
 from hermetic.errors import RegistryError, UsageError
+from hermetic.oci.auth import find_credentials, parse_challenge
 from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, canonical_json
-from hermetic.oci.registry import RegistryClient, find_credentials, parse_challenge, parse_reference, push_layout
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import RegistryClient
+from hermetic.oci.transfer import push_layout
 
 pytestmark = pytest.mark.unit
 

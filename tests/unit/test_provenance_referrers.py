@@ -20,7 +20,9 @@ from hermetic import attest, provenance, sbom
 from hermetic.errors import VerifyError
 from hermetic.oci import referrers
 from hermetic.oci.layout import MT_INDEX, Layout
-from hermetic.oci.registry import RegistryClient, parse_reference, pull_layout, push_layout
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import RegistryClient
+from hermetic.oci.transfer import pull_layout, push_layout
 from schemas.examples import fake_image, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit

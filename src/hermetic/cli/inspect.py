@@ -9,7 +9,7 @@ from ..attest import WHEEL_RECORD, is_layout
 from ..errors import UsageError, VerifyError
 from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
 from ..oci.layout import LayoutRef
-from ..oci.registry import parse_image_source
+from ..oci.reference import parse_image_source
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, out, out_json
 

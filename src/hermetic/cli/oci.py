@@ -17,17 +17,10 @@ from ..attest import attest_image
 from ..errors import UsageError, VerifyError
 from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
 from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, merge_layouts, pick_root, spec_from_record, write_image
+from ..oci.reference import parse_image_source, parse_reference
 from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
-from ..oci.registry import (
-    DEFAULT_CHUNK,
-    Progress,
-    make_client,
-    parse_image_source,
-    parse_reference,
-    pull_layout,
-    pull_local,
-    push_layout,
-)
+from ..oci.registry import DEFAULT_CHUNK, Progress, make_client
+from ..oci.transfer import pull_layout, pull_local, push_layout
 from ..oci.unpack import unpack_layout, verify_tree
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, add_group, out, say

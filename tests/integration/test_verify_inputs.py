@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import hermetic
-from hermetic import attest, record, verify
+from hermetic import attest, differences, record, verify
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from schemas.examples import fake_image, fake_llvm_build, settings
@@ -71,7 +71,7 @@ def test_diffoscope_names_the_differing_files(tmp_path: Path) -> None:
         (d / "include" / "llvm").mkdir(parents=True)
         (d / "include" / "llvm" / "same.h").write_text("#pragma once\n")
         (d / "include" / "llvm" / "config.h").write_text("#define X 1\n" + stamp)
-    got = verify.run_diffoscope(a, b, tmp_path / "out")
+    got = differences.run_diffoscope(a, b, tmp_path / "out")
     assert got["ran"] and got["exit"] == 1
     assert [f["path"] for f in got["files"]] == ["include/llvm/config.h"]
     assert "+/* built at 1712345678 */" in got["files"][0]["diff"]
@@ -84,12 +84,12 @@ def test_diffoscope_names_the_differing_files(tmp_path: Path) -> None:
             z.writestr("pkg/__init__.py", "")
             z.writestr("pkg/data.txt", data)
         wheels.append(w)
-    got = verify.run_diffoscope(wheels[0], wheels[1], tmp_path / "out2")
+    got = differences.run_diffoscope(wheels[0], wheels[1], tmp_path / "out2")
     assert any(f["path"].endswith("pkg/data.txt") for f in got["files"]), got["files"]
-    assert verify._listing_differences(verify._zip_listing(wheels[0]), verify._zip_listing(wheels[1])) == [
+    assert differences.listing_differences(differences.zip_listing(wheels[0]), differences.zip_listing(wheels[1])) == [
         "differs (sha256): pkg/data.txt"
     ]
-    missing = verify.run_diffoscope(tmp_path / "gone", b, tmp_path / "out3")
+    missing = differences.run_diffoscope(tmp_path / "gone", b, tmp_path / "out3")
     assert missing["ran"] is False and "not on this machine" in missing["why"]
 
 

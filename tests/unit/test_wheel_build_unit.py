@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import wheel, wheelhouse
+from hermetic import wheel, wheelfile, wheelhouse
 from hermetic.cli import common as cli_common
 from hermetic.cli import main as cli_main
 from hermetic.cli import wheel as cli_wheel
@@ -216,16 +216,16 @@ def test_repack_is_deterministic_whatever_the_input_order_times_and_modes(tmp_pa
     (tmp_path / "b").mkdir()
     a = _raw_wheel(tmp_path / "a" / "pkg-1.0-cp311-cp311-linux_x86_64.whl", NAMES, (2024, 5, 6, 7, 8, 10), True)
     b = _raw_wheel(tmp_path / "b" / "pkg-1.0-cp311-cp311-linux_x86_64.whl", list(reversed(NAMES)), (2030, 1, 1, 0, 0, 0), False)
-    out_a = wheel.repack(a, tmp_path / "out-a", 1736812800)
-    out_b = wheel.repack(b, tmp_path / "out-b", 1736812800)
+    out_a = wheelfile.repack(a, tmp_path / "out-a", 1736812800)
+    out_b = wheelfile.repack(b, tmp_path / "out-b", 1736812800)
     assert out_a.read_bytes() == out_b.read_bytes()
     assert out_a.name == "pkg-1.0-cp311-cp311-linux_x86_64.whl"
-    assert wheel.repack(a, tmp_path / "out-c", 1736812800 + 86400).read_bytes() != out_a.read_bytes()
+    assert wheelfile.repack(a, tmp_path / "out-c", 1736812800 + 86400).read_bytes() != out_a.read_bytes()
 
 
 def test_repack_layout_record_modes_and_times(tmp_path: Path) -> None:
     raw = _raw_wheel(tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl", NAMES, (2024, 5, 6, 7, 8, 10), True)
-    out = wheel.repack(raw, tmp_path / "out", 1736812800)
+    out = wheelfile.repack(raw, tmp_path / "out", 1736812800)
     with zipfile.ZipFile(out) as z:
         infos = z.infolist()
         names = [i.filename for i in infos]
@@ -249,22 +249,22 @@ def test_repack_layout_record_modes_and_times(tmp_path: Path) -> None:
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         assert f"pkg/__init__.py,sha256={digest},{len(data)}" in rows
         assert "stale,," not in rows
-    assert wheel.verify_record(out) == []
+    assert wheelfile.verify_record(out) == []
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
 
 
 def test_repack_retags_name_and_wheel_file(tmp_path: Path) -> None:
     raw = _raw_wheel(tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl", NAMES, (2024, 5, 6, 7, 8, 10), True)
-    out = wheel.repack(raw, tmp_path / "out", 1736812800, "manylinux_2_28_x86_64")
+    out = wheelfile.repack(raw, tmp_path / "out", 1736812800, "manylinux_2_28_x86_64")
     assert out.name == "pkg-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(out) as z:
         assert "Tag: cp311-cp311-manylinux_2_28_x86_64" in z.read("pkg-1.0.dist-info/WHEEL").decode().splitlines()
-    assert wheel.verify_record(out) == []
+    assert wheelfile.verify_record(out) == []
 
 
 def test_repack_clamps_pre_1980_epochs(tmp_path: Path) -> None:
     raw = _raw_wheel(tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl", NAMES, (2024, 5, 6, 7, 8, 10), True)
-    out = wheel.repack(raw, tmp_path / "out", 0)
+    out = wheelfile.repack(raw, tmp_path / "out", 0)
     with zipfile.ZipFile(out) as z:
         assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
@@ -275,12 +275,12 @@ def test_repack_refuses_unsafe_entries(tmp_path: Path) -> None:
         z.writestr("../evil.py", b"")
         z.writestr("pkg-1.0.dist-info/WHEEL", b"Tag: py3-none-any\n")
     with pytest.raises(BuildError, match="unsafe entry"):
-        wheel.repack(raw, tmp_path / "out", 1736812800)
+        wheelfile.repack(raw, tmp_path / "out", 1736812800)
 
 
 def test_verify_record_detects_changes(tmp_path: Path) -> None:
     raw = _raw_wheel(tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl", NAMES, (2024, 5, 6, 7, 8, 10), True)
-    out = wheel.repack(raw, tmp_path / "out", 1736812800)
+    out = wheelfile.repack(raw, tmp_path / "out", 1736812800)
     tampered = tmp_path / "t" / out.name
     tampered.parent.mkdir()
     with zipfile.ZipFile(out) as zin, zipfile.ZipFile(tampered, "w") as zout:
@@ -288,17 +288,17 @@ def test_verify_record_detects_changes(tmp_path: Path) -> None:
             data = b"x = 2\n" if i.filename == "pkg/__init__.py" else zin.read(i)
             zout.writestr(i, data)
         zout.writestr("pkg/extra.py", b"")
-    problems = wheel.verify_record(tampered)
+    problems = wheelfile.verify_record(tampered)
     assert "RECORD mismatch: pkg/__init__.py" in problems
     assert "not in RECORD: pkg/extra.py" in problems
 
 
 def test_wheel_names() -> None:
-    n = wheel.WheelName.parse("tilec-0.1.0-cp312-abi3-linux_x86_64.whl")
+    n = wheelfile.WheelName.parse("tilec-0.1.0-cp312-abi3-linux_x86_64.whl")
     assert (n.distribution, n.python, n.abi, n.platform, n.tag) == ("tilec", "cp312", "abi3", "linux_x86_64", "cp312-abi3-linux_x86_64")
-    assert wheel.WheelName.parse("a-1-7-py3-none-any.whl").filename() == "a-1-7-py3-none-any.whl"
+    assert wheelfile.WheelName.parse("a-1-7-py3-none-any.whl").filename() == "a-1-7-py3-none-any.whl"
     with pytest.raises(BuildError):
-        wheel.WheelName.parse("tilec-0.1.0.tar.gz")
+        wheelfile.WheelName.parse("tilec-0.1.0.tar.gz")
 
 
 # --- tags and glibc ----------------------------------------------------------------------------
@@ -322,22 +322,22 @@ Version needs section '.gnu.version_r' contains 3 entries:
 
 def test_max_symbol_versions_compares_numerically() -> None:
     needs = READELF.split("Version needs section", 1)[1]
-    assert wheel.max_symbol_versions(needs) == {"GLIBC": "2.34", "GLIBCXX": "3.4.29", "CXXABI": "1.3.13"}
+    assert wheelfile.max_symbol_versions(needs) == {"GLIBC": "2.34", "GLIBCXX": "3.4.29", "CXXABI": "1.3.13"}
 
 
 def test_symbol_versions_of_a_real_binary() -> None:
-    found = wheel.symbol_versions(Path(sys.executable).resolve())
-    assert "GLIBC" in found and wheel._vkey(found["GLIBC"]) >= (2, 2)
+    found = wheelfile.symbol_versions(Path(sys.executable).resolve())
+    assert "GLIBC" in found and wheelfile._vkey(found["GLIBC"]) >= (2, 2)
 
 
 def test_parse_auditwheel_among_log_lines() -> None:
     report = {"version": 1, "overall_tag": "manylinux_2_28_x86_64", "sym_tag": "manylinux_2_28_x86_64", "external_libs": {}}
     out = "INFO:auditwheel.wheel_abi:setting libc to glibc\n" + json.dumps(report, indent=4) + "\n"
-    parsed = wheel.parse_auditwheel(out)
-    assert wheel.platform_from_audit(parsed, "linux_x86_64") == "manylinux_2_28_x86_64"
-    assert wheel.platform_from_audit({"overall_tag": "linux_x86_64"}, "linux_x86_64") == "linux_x86_64"
+    parsed = wheelfile.parse_auditwheel(out)
+    assert wheelfile.platform_from_audit(parsed, "linux_x86_64") == "manylinux_2_28_x86_64"
+    assert wheelfile.platform_from_audit({"overall_tag": "linux_x86_64"}, "linux_x86_64") == "linux_x86_64"
     with pytest.raises(BuildError):
-        wheel.parse_auditwheel("INFO: nothing\n{not json\n")
+        wheelfile.parse_auditwheel("INFO: nothing\n{not json\n")
 
 
 # --- the LLVM prefix ---------------------------------------------------------------------------

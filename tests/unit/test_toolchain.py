@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import tarfile
 import zipfile
 from dataclasses import replace
@@ -307,12 +308,29 @@ def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
     assert f"ZIG_GLOBAL_CACHE_DIR={tmp_path}/work/zig/global; export ZIG_GLOBAL_CACHE_DIR" in cc
     assert f"ZIG_LOCAL_CACHE_DIR={tmp_path}/work/zig/local" in cc
     assert " c++ -target x86_64-linux-gnu.2.17 " in (bin_dir / "c++").read_text()
+    # Conan's -stdlib=libc++ is dropped: zig warns it is unused, which fails CMake's flag checks
+    assert '[ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"' in cc
     assert f'exec {zig_root}/zig ar "$@"' in (bin_dir / "ar").read_text()
     assert f'exec {zig_root}/zig ranlib "$@"' in (bin_dir / "ranlib").read_text()
     assert all((bin_dir / n).stat().st_mode & 0o111 for n in ("cc", "c++", "ar", "ranlib"))
     tools = (tmp_path / "build" / "toolchain" / "zig-tools.cmake").read_text()
     assert f'set(CMAKE_AR "{bin_dir}/ar" CACHE FILEPATH "" FORCE)' in tools
     assert prep.env["CC"] == str(bin_dir / "cc") and prep.env["ZIG_GLOBAL_CACHE_DIR"] == f"{tmp_path}/work/zig/global"
+
+
+def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
+    """Run the generated wrapper with `echo` standing in for zig: the arguments zig would get."""
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"))
+    fake_zig = tmp_path / "zig"
+    fake_zig.mkdir()
+    (fake_zig / "zig").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (fake_zig / "zig").chmod(0o755)
+    prep = toolchain.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    out = subprocess.run(
+        [prep.env["CXX"], "-m64", "-stdlib=libc++", "-c", "a b.cpp", "-o", "x.o"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split("|")[:3] == ["c++", "-target", "x86_64-linux-gnu.2.28"]
+    assert out.endswith("|-m64|-c|a b.cpp|-o|x.o|-g0|") and "-stdlib" not in out
 
 
 def test_aarch64_profile_is_conans_armv8(tmp_path: Path) -> None:

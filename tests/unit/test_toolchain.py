@@ -346,3 +346,16 @@ def test_host_keeps_todays_detected_profile(tmp_path: Path) -> None:
     assert prep.detect and prep.profile == ROOT / "toolchain" / "profiles" / "hermetic" and prep.env == {}
     assert not (tmp_path / "out").exists()
     assert toolchain.ensure(tmp_path / "cache", tc) is None and not (tmp_path / "cache").exists()
+
+
+def test_cli_toolchain_and_glibc_reach_the_plan(tmp_path: Path) -> None:
+    from helpers import hermetic
+
+    common = ["build", "llvm", "--variant", "support", "--work-dir", str(tmp_path / "w"), "--cache", str(tmp_path / "c")]
+    proc = hermetic(*common, "--toolchain", "nope", check=False)
+    assert proc.returncode == 2 and "valid toolchains: zig, host" in proc.stderr and "Traceback" not in proc.stderr
+    proc = hermetic(*common, "--glibc", "2.17", "--no-urls", "--no-apt", check=False)
+    assert "[run ] toolchain zig" in proc.stderr and "x86_64-linux-gnu.2.17" in proc.stderr
+    assert proc.returncode == 4 and "--mirror" in proc.stderr  # nothing cached, downloads off
+    proc = hermetic(*common, "--no-urls", "--no-apt", check=False, env={"HERMETIC_TOOLCHAIN": "host"})
+    assert "[skip] toolchain host" in proc.stderr

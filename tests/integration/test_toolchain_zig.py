@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_
     assert (tmp_path / "zig-cache" / "global").is_dir() and not (tmp_path / ".cache" / "zig").exists()
     # built against zig's glibc 2.28 stubs: no symbol version newer than the floor
     versions = subprocess.run(["objdump", "-T", str(exe)], capture_output=True, text=True, check=True).stdout
-    glibc = {tuple(int(x) for x in w.split("_", 1)[1].split(".")) for w in versions.split() if w.startswith("GLIBC_2.")}
+    glibc = {tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", versions)}
     assert glibc and max(glibc) <= (2, 28), sorted(glibc)
     # linked with zig's libc++ (statically), not the host's libstdc++
     needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True, check=True).stdout

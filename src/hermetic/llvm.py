@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import record, sandbox
+from . import record, sandbox, toolchain
 from .digests import file_sha256
 from .errors import BuildError, disk_full
 from .log import Log
@@ -38,10 +38,11 @@ class BuildInputs:
     sources: tuple[dict[str, str], ...]  # the release archives this source came from
     pruned: dict[str, Any] | None  # {"sha256", "size", "file"} when built from a pruned archive
     source_mode: str = "pruned"  # "pruned" | "full" | "path" (an archive the user named)
+    toolchain: toolchain.Toolchain | None = None  # None: the checkout's default (zig)
 
     def digest(self) -> str:
         return inputs_digest(
-            self.recipe, self.variant, source_identity(self.source_mode, self.source_sha256)
+            self.recipe, self.variant, source_identity(self.source_mode, self.source_sha256), self.toolchain
         )
 
 
@@ -60,13 +61,17 @@ def source_identity(mode: str, path_sha256: str = "") -> dict[str, str]:
     return {"mode": "path", "sha256": path_sha256}
 
 
-def inputs_digest(recipe: Recipe, variant: Variant, source: dict[str, str]) -> str:
+def inputs_digest(
+    recipe: Recipe, variant: Variant, source: dict[str, str], tc: toolchain.Toolchain | None = None
+) -> str:
     """The digest a build step is known by: computable before anything is fetched (the plan needs it)."""
+    tc = tc or toolchain.for_root(recipe.path.parents[1])
     data = {
         "recipe": recipe.digest(),
         "variant": variant.digest(),
         "source": source,
         "toolchain": _toolchain_digest(recipe.path.parents[1] / "toolchain"),
+        "compiler": tc.identity(),
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -203,22 +208,29 @@ def _build_into(
     test_out.mkdir()
     log_path = out / "build.log"
     log_path.write_text("")
+    # The compiler: the pinned toolchain's generated profile and wrappers, or the host's detected one.
+    tc = inputs.toolchain or toolchain.for_root(settings.root)
+    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+    prepared = toolchain.prepare(tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache")
+    log(f"build: toolchain {tc.label}")
     env = sandbox.build_env(
         epoch,
-        {"CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] "},
+        {"CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] ",
+         **prepared.env},
     )
     conan = _conan(settings)
-    profile = settings.toolchain_dir / "profiles" / "hermetic"
+    profile = prepared.profile
     started = time.time()
-    sandbox.run(
-        [*conan, "profile", "detect", "--force"],
-        what="detect the compiler for Conan",
-        env=env,
-        cwd=new,
-        prefix=prefix,
-        log_path=log_path,
-        quiet=True,
-    )
+    if prepared.detect:
+        sandbox.run(
+            [*conan, "profile", "detect", "--force"],
+            what="detect the compiler for Conan",
+            env=env,
+            cwd=new,
+            prefix=prefix,
+            log_path=log_path,
+            quiet=True,
+        )
     options = [f"-o=llvm/*:variant={variant.name}"] + [f"-o=llvm/*:{k}={v}" for k, v in variant.options]
     confs = [
         f"-c=user.hermetic:source_archive={inputs.source_archive}",

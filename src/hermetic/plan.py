@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import llvm, recipe, sources, steps, wheel, wheelhouse
+from . import llvm, recipe, sources, steps, toolchain, wheel, wheelhouse
 from .digests import file_sha256
 from .errors import HermeticError, SourceError
 from .log import Log
@@ -26,7 +26,7 @@ RUN, DONE, SKIP, PULL = "run", "done", "skip", "pull"
 
 @dataclass(frozen=True)
 class Step:
-    key: str  # fetch | wheelhouse | prune | build | image | wheel
+    key: str  # toolchain | fetch | wheelhouse | prune | build | image | wheel
     name: str  # as shown, e.g. "build llvm-nvptx"
     inputs_digest: str
     state: str
@@ -69,9 +69,23 @@ def plan_all(
     force: bool = False,
     keep_build: bool = False,
 ) -> Plan:
-    """The main job: fetch, wheelhouse, prune, build, image, wheel."""
+    """The main job: toolchain, fetch, wheelhouse, prune, build, image, wheel."""
     rec = recipe.load(settings.recipes_dir)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
+
+    # toolchain: the pinned compiler, fetched, verified and unpacked (the host's compiler is not fetched)
+    if tc.kind == "host":
+        tc_step = Step("toolchain", "toolchain host", _digest("toolchain", tc.identity()), SKIP,
+                       "the machine's compiler: digests hold only on this distribution", lambda: None)
+    else:
+        tc_hit = toolchain.unpacked(settings.cache_dir, tc)
+        tc_step = Step(
+            "toolchain", f"toolchain {tc.name}", _digest("toolchain", tc.identity()),
+            DONE if tc_hit else RUN,
+            f"{tc.label}: cached in {tc_hit}" if tc_hit else f"{tc.label}: {tc.package} wheel {_tc_origins(settings)}",
+            lambda: toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log),
+        )
     mode, path, path_sha = _source_mode(source)
     pins = sorted(a.sha256 for a in rec.archives)
 
@@ -119,10 +133,10 @@ def plan_all(
         )
 
     # build: the install tree
-    build_id = llvm.inputs_digest(rec, variant, llvm.source_identity(mode, path_sha))
+    build_id = llvm.inputs_digest(rec, variant, llvm.source_identity(mode, path_sha), tc)
 
     def build() -> object:
-        inputs = steps.build_inputs(settings, rec, variant, source, log)
+        inputs = replace(steps.build_inputs(settings, rec, variant, source, log), toolchain=tc)
         if inputs.digest() != build_id:
             raise HermeticError("the build's inputs changed between planning and building",
                                 f"planned {build_id[:16]}, got {inputs.digest()[:16]}", "run the command again")
@@ -132,7 +146,7 @@ def plan_all(
     build_step = Step(
         "build", f"build llvm-{variant.name}", build_id,
         DONE if done else RUN,
-        f"up to date: {done}" if done else f"{why}; {settings.jobs} jobs, offline={settings.offline}",
+        f"up to date: {done}" if done else f"{why}; {settings.jobs} jobs, offline={settings.offline}, toolchain {tc.label}",
         build,
     )
 
@@ -155,7 +169,7 @@ def plan_all(
         f"tilec against {rec.prefix(variant.name)}, offline" if has_nvptx else _no_wheel(variant),
         lambda: steps.make_wheel(settings, prefix, log),
     )
-    return Plan(variant.name, (fetch_step, house_step, prune_step, build_step, image_step, wheel_step))
+    return Plan(variant.name, (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step))
 
 
 def _source_mode(source: str) -> tuple[str, Path | None, str]:
@@ -171,6 +185,12 @@ def _origins(settings: Settings) -> str:
     allowed = [f"{len(settings.mirrors)} mirror dir(s)"] if settings.mirrors else []
     allowed += ["URLs"] if settings.use_urls else []
     allowed += ["apt"] if settings.use_apt else []
+    return "from " + (", ".join(allowed) if allowed else "nowhere: all origins are off")
+
+
+def _tc_origins(settings: Settings) -> str:
+    allowed = [f"{len(settings.mirrors)} mirror dir(s)"] if settings.mirrors else []
+    allowed += ["PyPI (pip download)"] if settings.use_urls else []
     return "from " + (", ".join(allowed) if allowed else "nowhere: all origins are off")
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 from .errors import UsageError
 
 OFFLINE_MODES = ("auto", "require", "off")
+_GLIBC = re.compile(r"^2\.\d+$")
 
 
 def find_root(start: Path) -> Path:
@@ -49,6 +51,8 @@ class Settings:
     quiet: bool = False
     use_apt: bool = True
     use_urls: bool = True
+    toolchain: str | None = None  # None: toolchain/toolchains.yml's `default:`
+    glibc: str | None = None  # glibc floor of a zig target (2.NN); None: the toolchain's own
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -85,6 +89,8 @@ _KEYS = {
     "quiet": "QUIET",
     "use_apt": "USE_APT",
     "use_urls": "USE_URLS",
+    "toolchain": "TOOLCHAIN",
+    "glibc": "GLIBC",
 }
 
 
@@ -150,6 +156,10 @@ def resolve(
     if jobs < 1:
         raise UsageError(f"invalid job count {jobs}", "", "give a positive integer")
 
+    glibc = str(merged["glibc"]).strip() if merged.get("glibc") else None
+    if glibc is not None and not _GLIBC.match(glibc):
+        raise UsageError(f"invalid glibc floor {glibc!r}", "expected 2.NN", "e.g. --glibc 2.28 (or 2.17)")
+
     return Settings(
         root=root,
         cache_dir=cache.expanduser().resolve(),
@@ -161,4 +171,6 @@ def resolve(
         quiet=_as_bool("quiet", merged.get("quiet", False)),
         use_apt=_as_bool("use_apt", merged.get("use_apt", True)),
         use_urls=_as_bool("use_urls", merged.get("use_urls", True)),
+        toolchain=str(merged["toolchain"]) if merged.get("toolchain") else None,
+        glibc=glibc,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic import llvm, recipe, sandbox
+from hermetic import llvm, recipe, sandbox, toolchain
 from hermetic.errors import SubprocessFailed
 from hermetic.settings import Settings
 
@@ -32,7 +32,8 @@ def _inputs(tmp_path: Path) -> tuple[Settings, llvm.BuildInputs]:
     variant = recipe.resolve_variant(rec, "support")
     archive = tmp_path / "src.tar.xz"
     archive.write_bytes(b"x")
-    return settings, llvm.BuildInputs(rec, variant, archive, "00" * 32, (), None, source_mode="path")
+    host = toolchain.for_root(ROOT, "host")  # the machine's compiler: nothing to fetch in a unit test
+    return settings, llvm.BuildInputs(rec, variant, archive, "00" * 32, (), None, source_mode="path", toolchain=host)
 
 
 @pytest.mark.parametrize("failure", [SubprocessFailed("build LLVM", ["conan", "create"], 1, "boom"), KeyboardInterrupt()])

@@ -27,7 +27,7 @@ def test_planning_runs_nothing(tmp_path: Path) -> None:
     assert _files(tmp_path) == [] and logged == []
     states = {s.key: s.state for s in job.steps}
     # nothing cached, nothing built: every step of the default (NVPTX) variant has to run
-    assert states == {k: plan.RUN for k in ("fetch", "wheelhouse", "prune", "build", "image", "wheel")}
+    assert states == {k: plan.RUN for k in ("toolchain", "fetch", "wheelhouse", "prune", "build", "image", "wheel")}
 
 
 def test_each_step_has_its_own_inputs_digest(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_variant_without_nvptx_skips_wheel_and_wheelhouse_with_reasons(tmp_path:
 def test_build_plan_is_the_main_plan_narrowed(tmp_path: Path) -> None:
     full = plan.plan_all(_settings(tmp_path), lambda m: None)
     narrowed = full.upto("build")
-    assert [s.key for s in narrowed.steps] == ["fetch", "prune", "build"]
+    assert [s.key for s in narrowed.steps] == ["toolchain", "fetch", "prune", "build"]
     assert narrowed.step("build") == full.step("build")
 
 
@@ -77,8 +77,9 @@ def test_plan_is_printed_before_anything_runs(tmp_path: Path) -> None:
     )
     assert proc.stdout.startswith("plan:\n")
     lines = proc.stdout.splitlines()
-    assert "[run ] fetch source" in lines[1] and "from nowhere: all origins are off" in lines[1]
-    assert "[skip] fetch wheelhouse" in lines[2] and "[skip] wheel src/compiler" in lines[6]
+    assert "[run ] toolchain zig" in lines[1] and "from nowhere: all origins are off" in lines[1]
+    assert "[run ] fetch source" in lines[2] and "from nowhere: all origins are off" in lines[2]
+    assert "[skip] fetch wheelhouse" in lines[3] and "[skip] wheel src/compiler" in lines[7]
     assert proc.returncode == 4 and "Traceback" not in proc.stderr
     assert not (tmp_path / "w").exists() or not any((tmp_path / "w").rglob("record.json"))
 

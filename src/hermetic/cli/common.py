@@ -40,6 +40,8 @@ def common_parsers() -> Common:
     g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
     g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")
     g.add_argument("--no-apt", dest="use_apt", action="store_false", default=s, help="do not fetch through apt")
+    g.add_argument("--toolchain", default=s, help="pinned compiler: zig (default) or host (HERMETIC_TOOLCHAIN)")
+    g.add_argument("--glibc", default=s, help="glibc floor of the zig target, 2.NN (HERMETIC_GLIBC; 2.28)")
     g.add_argument("--no-urls", dest="use_urls", action="store_false", default=s, help="do not download from URLs")
     return Common(base, build)
 

@@ -1,0 +1,616 @@
+"""Pinned toolchains as data: load, fetch, verify, unpack, and the Conan profile per target.
+
+The compiler is an input like the source. `toolchain/toolchains.yml` names each toolchain;
+`zig` (the default) is PyPI's ziglang wheel, pinned by sha256 and admitted into the verified
+cache at `<cache>/toolchains/sha256/<digest>/<file>` only after its digest was checked (a
+wrong file leaves nothing behind). Its useful part (the zig binary and the lib/ entries the
+pinned Linux targets need) is unpacked deterministically into the cache, and each build gets
+generated wrapper scripts (`zig cc -target …`) and a Conan profile naming them. `host` is the
+machine's compiler: today's detected profile, whose digests hold only on the same distribution.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import lzma
+import os
+import re
+import shlex
+import shutil
+import stat
+import string
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .digests import file_sha256
+from .errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError, disk_full
+from .log import Log, null_log
+
+KINDS = ("zig", "host")
+# zig's name of an architecture, Conan's, and the name of zig's libc include directories.
+ARCHES = {"x86_64": ("x86_64", "x86"), "aarch64": ("armv8", "aarch64")}
+_GLIBC = re.compile(r"^2\.(\d+)$")
+_TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")
+UNPACK_LAYOUT = 1  # bump when the unpacked selection (keep_member) changes
+WRAPPERS_VERSION = 2  # bump when the generated wrappers or profile change what a build compiles
+WHEEL_ROOT = "ziglang/"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    name: str
+    kind: str  # zig | host
+    description: str = ""
+    version: str = ""
+    package: str = ""
+    file: str = ""
+    sha256: str = ""
+    clang_version: str = ""
+    target: str = ""  # e.g. x86_64-linux-gnu.2.28; empty for host
+    arches: tuple[str, ...] = ()
+    glibc_min: str = ""
+    source_date_epoch: int = 0
+
+    @property
+    def arch(self) -> str:
+        return self.target.split("-", 1)[0] if self.target else ""
+
+    @property
+    def glibc(self) -> str:
+        m = _TARGET.match(self.target)
+        return (m.group("glibc") or "") if m else ""
+
+    @property
+    def label(self) -> str:
+        """How plans and logs name it: `zig 0.17.1 x86_64-linux-gnu.2.28`, `host`."""
+        return f"{self.name} {self.version} {self.target}" if self.kind == "zig" else self.name
+
+    def identity(self) -> dict[str, str]:
+        """What makes two builds' compilers the same: goes into every inputs digest."""
+        if self.kind == "host":
+            return {"name": self.name, "kind": self.kind}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+            "file": self.file,
+            "sha256": self.sha256,
+            "target": self.target,
+            "unpack_layout": str(UNPACK_LAYOUT),
+            "wrappers": str(WRAPPERS_VERSION),
+        }
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: Path
+    default: str
+    toolchains: tuple[Toolchain, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.toolchains)
+
+
+def _fail(path: Path, why: str) -> UsageError:
+    return UsageError(f"malformed toolchain data in {path}", why, "compare with git")
+
+
+def _glibc_tuple(value: str) -> tuple[int, int]:
+    m = _GLIBC.match(value)
+    if not m:
+        raise ValueError(value)
+    return (2, int(m.group(1)))
+
+
+def load(toolchain_dir: Path) -> Catalog:
+    """toolchain/toolchains.yml as frozen dataclasses, validated."""
+    path = toolchain_dir / "toolchains.yml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise UsageError(f"toolchain data missing: {path}", "", "restore it from the repository") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"cannot parse {path}", str(exc), "fix the YAML syntax") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("toolchains"), dict) or not data["toolchains"]:
+        raise _fail(path, "expected a mapping `toolchains:` with at least one entry")
+    out: list[Toolchain] = []
+    for name, t in data["toolchains"].items():
+        if not isinstance(t, dict):
+            raise _fail(path, f"toolchain {name!r} is not a mapping")
+        kind = str(t.get("kind", ""))
+        if kind not in KINDS:
+            raise _fail(path, f"toolchain {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        if kind == "host":
+            out.append(Toolchain(name=str(name), kind=kind, description=str(t.get("description", ""))))
+            continue
+        missing = [k for k in ("package", "version", "file", "sha256", "clang_version", "target", "arches", "glibc_min")
+                   if not t.get(k)]
+        if missing:
+            raise _fail(path, f"toolchain {name!r} lacks {', '.join(missing)}")
+        sha = str(t["sha256"]).lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise _fail(path, f"toolchain {name!r}: sha256 {t['sha256']!r} is not 64 hex digits")
+        arches = tuple(str(a) for a in t["arches"])
+        bad = [a for a in arches if a not in ARCHES]
+        if bad:
+            raise _fail(path, f"toolchain {name!r}: unknown arches {', '.join(bad)}; known: {', '.join(ARCHES)}")
+        tc = Toolchain(
+            name=str(name),
+            kind=kind,
+            description=str(t.get("description", "")),
+            version=str(t["version"]),
+            package=str(t["package"]),
+            file=str(t["file"]),
+            sha256=sha,
+            clang_version=str(t["clang_version"]),
+            target=str(t["target"]),
+            arches=arches,
+            glibc_min=str(t["glibc_min"]),
+            source_date_epoch=int(t.get("source_date_epoch", 0)),
+        )
+        m = _TARGET.match(tc.target)
+        if not m or m.group("arch") not in arches or not m.group("glibc"):
+            raise _fail(path, f"toolchain {name!r}: target {tc.target!r} is not <arch>-linux-gnu.2.NN of {arches}")
+        out.append(tc)
+    default = str(data.get("default", ""))
+    if default not in [t.name for t in out]:
+        raise _fail(path, f"default {default!r} names no toolchain")
+    return Catalog(path, default, tuple(out))
+
+
+def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, arch: str | None = None) -> Toolchain:
+    """The named toolchain (the default when None), with its target's glibc floor or arch changed."""
+    name = name or catalog.default
+    tc = next((t for t in catalog.toolchains if t.name == name), None)
+    if tc is None:
+        raise UsageError(
+            f"unknown toolchain {name!r}",
+            f"{catalog.path} defines no such toolchain",
+            f"valid toolchains: {', '.join(catalog.names())}",
+        )
+    if tc.kind == "host":
+        if glibc:
+            raise UsageError(
+                f"--glibc {glibc} does not apply to the host toolchain",
+                "the machine's compiler links against the machine's own glibc",
+                "drop --glibc / HERMETIC_GLIBC, or use --toolchain zig",
+            )
+        return tc
+    new_arch = arch or tc.arch
+    if new_arch not in tc.arches:
+        raise UsageError(f"toolchain {tc.name} does not target {new_arch}", "", f"valid: {', '.join(tc.arches)}")
+    floor = glibc or tc.glibc
+    try:
+        if _glibc_tuple(floor) < _glibc_tuple(tc.glibc_min):
+            raise UsageError(
+                f"glibc floor {floor} is below what {tc.name} {tc.version} supports",
+                f"zig links against glibc stubs from {tc.glibc_min} on",
+                f"use --glibc {tc.glibc_min} or higher",
+            )
+    except ValueError as exc:
+        raise UsageError(f"invalid glibc floor {floor!r}", "expected 2.NN, e.g. 2.28", "use e.g. --glibc 2.28") from exc
+    return _replace_target(tc, f"{new_arch}-linux-gnu.{floor}")
+
+
+def _replace_target(tc: Toolchain, target: str) -> Toolchain:
+    from dataclasses import replace
+
+    return replace(tc, target=target)
+
+
+def for_root(root: Path, name: str | None = None, glibc: str | None = None) -> Toolchain:
+    """The toolchain of a checkout (`root/toolchain`)."""
+    return select(load(root / "toolchain"), name, glibc)
+
+
+# --- fetch: the verified cache ------------------------------------------------
+
+
+def cache_path(cache_dir: Path, tc: Toolchain) -> Path:
+    return cache_dir / "toolchains" / "sha256" / tc.sha256 / tc.file
+
+
+def cached(cache_dir: Path, tc: Toolchain) -> Path | None:
+    p = cache_path(cache_dir, tc)
+    return p if tc.kind == "zig" and p.is_file() else None
+
+
+def admit(cache_dir: Path, tc: Toolchain, candidate: Path, origin: str, move: bool = False) -> Path:
+    """Verify `candidate` and place it in the cache; refuse it (and leave nothing) if it differs."""
+    dest = cache_path(cache_dir, tc)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    try:
+        if move:
+            shutil.move(str(candidate), tmp)
+        else:
+            shutil.copyfile(candidate, tmp)
+        actual = file_sha256(tmp)
+        if actual != tc.sha256:
+            raise SourceError(
+                f"toolchain {tc.file} from {origin} does not match its pinned digest",
+                f"expected sha256 {tc.sha256}, got {actual} ({tmp.stat().st_size} bytes)",
+                "the file is tampered, truncated or another release; remove it from that origin "
+                "and fetch again (nothing was cached)",
+            )
+        os.replace(tmp, dest)
+        dest.with_name(dest.name + ".origin").write_text(origin + "\n")
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+        for d in (dest.parent, dest.parent.parent):
+            try:
+                d.rmdir()  # only succeeds when nothing was admitted
+            except OSError:
+                pass
+    return dest
+
+
+def pip_download_argv(tc: Toolchain, dest: Path, requirements: Path) -> list[str]:
+    """`pip download` of exactly the pinned wheel; pip checks the hash too (--require-hashes)."""
+    return [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
+        "--disable-pip-version-check", "--no-input", "--platform", "manylinux2010_x86_64",
+        "--python-version", "3", "--implementation", "py",
+        "--dest", str(dest), "-r", str(requirements),
+    ]
+
+
+def fetch(
+    cache_dir: Path,
+    tc: Toolchain,
+    mirrors: Iterable[Path] = (),
+    use_urls: bool = True,
+    log: Log = null_log,
+    pip: Sequence[str] | None = None,
+) -> Path:
+    """The verified wheel of `tc`: from the cache, else a mirror directory, else PyPI (pip download)."""
+    if tc.kind != "zig":
+        raise UsageError(f"toolchain {tc.name} is not fetched", "it is the machine's compiler", "")
+    hit = cached(cache_dir, tc)
+    if hit is not None:
+        log(f"toolchain: {tc.file} already cached (sha256 {tc.sha256[:12]}…)")
+        return hit
+    for mirror in mirrors:
+        cand = mirror / tc.file
+        if cand.is_file():
+            log(f"toolchain: verifying {cand}")
+            return admit(cache_dir, tc, cand, f"mirror:{cand}")
+    if not use_urls:
+        raise SourceError(
+            f"the pinned toolchain {tc.package} {tc.version} is not in the cache",
+            f"{tc.file} is in no mirror directory and downloads are off (--no-urls / HERMETIC_USE_URLS=0)",
+            f"put {tc.file} (sha256 {tc.sha256}) in a directory and pass --mirror DIR, "
+            f"or allow downloads so that `pip download --no-deps {tc.package}=={tc.version}` can fetch it",
+        )
+    tmp_root = cache_dir / "toolchains"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_root, prefix=".pip-") as tmp:
+        reqs = Path(tmp) / "requirements.txt"
+        reqs.write_text(f"{tc.package}=={tc.version} --hash=sha256:{tc.sha256}\n")
+        out = Path(tmp) / "out"
+        argv = list(pip) if pip is not None else pip_download_argv(tc, out, reqs)
+        log(f"toolchain: pip download --no-deps {tc.package}=={tc.version}")
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        got = out / tc.file
+        if proc.returncode != 0 or not got.is_file():
+            raise SourceError(
+                f"cannot download the pinned toolchain {tc.package} {tc.version} from PyPI",
+                f"`{shlex.join(argv[:8])} …` exited with {proc.returncode}: "
+                + " ".join(proc.stdout.strip().splitlines()[-3:]),
+                f"download {tc.file} (sha256 {tc.sha256}) where PyPI is reachable and pass its directory with --mirror",
+            )
+        return admit(cache_dir, tc, got, f"pypi:{tc.package}=={tc.version}", move=True)
+
+
+# --- unpack: only what building for the pinned Linux targets needs -----------------------
+
+# lib/ entries zig reads to compile and link C/C++ for <arch>-linux-gnu (libc++, libc++abi, libunwind,
+# compiler_rt and zig's std, from which it builds compiler_rt; clang's own headers in lib/include).
+_LIB_KEEP = (
+    "c", "c.zig", "compiler", "compiler_rt", "compiler_rt.zig", "include", "libcxx", "libcxxabi",
+    "libunwind", "std", "ubsan_rt.zig", "zig.h",
+)
+
+
+def keep_member(rel: str, arches: Iterable[str]) -> bool:
+    """Whether a path of the wheel's `ziglang/` tree belongs to the unpacked / slim toolchain."""
+    parts = rel.split("/")
+    if parts[0] in ("zig", "LICENSE"):
+        return len(parts) == 1
+    if parts[0] != "lib" or len(parts) < 2:
+        return False  # README, the Python shim
+    if parts[1] in _LIB_KEEP:
+        return True
+    if parts[1] != "libc" or len(parts) < 3:
+        return False  # docs, build-web, init, lldb, libtsan, fuzzer.zig
+    if parts[2] == "glibc":
+        return True  # abilists (the stubs' symbols), csu and the few sources zig builds
+    if parts[2] != "include" or len(parts) < 4:
+        return False  # musl, mingw, wasi, darwin, the BSDs
+    dirs = {"generic-glibc", "any-linux-any"}
+    for a in arches:
+        inc = ARCHES[a][1]
+        dirs |= {f"{inc}-linux-gnu", f"{inc}-linux-any"}
+    return parts[3] in dirs
+
+
+@dataclass(frozen=True)
+class _Member:
+    rel: str
+    info: zipfile.ZipInfo
+
+    @property
+    def executable(self) -> bool:
+        return bool((self.info.external_attr >> 16) & 0o111)
+
+
+def _members(wheel: Path, arches: Sequence[str]) -> list[_Member]:
+    out: list[_Member] = []
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                name = info.filename
+                if info.is_dir() or not name.startswith(WHEEL_ROOT):
+                    continue
+                rel = name[len(WHEEL_ROOT):]
+                if rel.startswith("/") or ".." in rel.split("/") or not rel:
+                    raise SourceError(f"{wheel.name} holds an unsafe path {name!r}", "", "remove it from the cache")
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    raise SourceError(f"{wheel.name} holds a symbolic link {name!r}", "", "remove it from the cache")
+                if keep_member(rel, arches):
+                    out.append(_Member(rel, info))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SourceError(f"cannot read {wheel}", str(exc), f"remove {wheel.parent} and fetch again") from exc
+    if not any(m.rel == "zig" for m in out):
+        raise SourceError(f"{wheel.name} holds no ziglang/zig", "not a ziglang wheel", "check toolchains.yml")
+    return sorted(out, key=lambda m: m.rel)
+
+
+def unpacked_dir(cache_dir: Path, tc: Toolchain) -> Path:
+    key = hashlib.sha256(json.dumps([tc.sha256, UNPACK_LAYOUT, sorted(tc.arches)]).encode()).hexdigest()[:32]
+    return cache_dir / "toolchains" / "unpacked" / f"{tc.name}-{tc.version}-{key}"
+
+
+_MARK = ".hermetic-unpacked.json"
+
+
+def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
+    """The unpacked tree when complete (its marker names the wheel's digest), else None."""
+    d = unpacked_dir(cache_dir, tc)
+    try:
+        mark = json.loads((d / _MARK).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(mark, dict) and mark.get("sha256") == tc.sha256 and (d / "zig").is_file() else None
+
+
+def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> Path:
+    """Unpack the wheel's selected entries into the cache (temp dir, then an atomic rename)."""
+    dest = unpacked_dir(cache_dir, tc)
+    if unpacked(cache_dir, tc):
+        return dest
+    if file_sha256(wheel) != tc.sha256:
+        raise SourceError(f"{wheel} does not match its pinned digest", "", f"remove {wheel.parent} and fetch again")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+    try:
+        members = _members(wheel, tc.arches)
+        log(f"toolchain: unpacking {len(members)} entries of {tc.file}")
+        with zipfile.ZipFile(wheel) as z:
+            for m in members:
+                target = tmp / m.rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(m.info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                os.chmod(target, 0o755 if m.executable else 0o644)
+        (tmp / _MARK).write_text(json.dumps({"sha256": tc.sha256, "file": tc.file, "entries": len(members)}) + "\n")
+        shutil.rmtree(dest, ignore_errors=True)  # an incomplete earlier unpack
+        os.replace(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def ensure(
+    cache_dir: Path, tc: Toolchain, mirrors: Iterable[Path] = (), use_urls: bool = True, log: Log = null_log
+) -> Path | None:
+    """The unpacked zig tree, fetched and unpacked as needed; None for the host toolchain."""
+    if tc.kind == "host":
+        return None
+    done = unpacked(cache_dir, tc)
+    if done is not None:
+        return done
+    return unpack(cache_dir, tc, fetch(cache_dir, tc, mirrors, use_urls, log), log)
+
+
+# --- per build: wrapper scripts and the Conan profile -----------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a build uses: the Conan profile, whether Conan must detect the host compiler, env additions."""
+
+    profile: Path
+    detect: bool
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def zig_env(cache_root: Path) -> dict[str, str]:
+    """zig's caches under the build's work directory, never ~/.cache/zig."""
+    return {"ZIG_GLOBAL_CACHE_DIR": str(cache_root / "global"), "ZIG_LOCAL_CACHE_DIR": str(cache_root / "local")}
+
+
+def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path) -> dict[str, str]:
+    """The wrappers CMake runs as compiler, archiver and ranlib (CMake wants one executable each)."""
+    zig = shlex.quote(str(zig_root / "zig"))
+    head = [
+        "#!/bin/sh",
+        f"# Generated by hermetic for toolchain {tc.name} ({tc.label}): do not edit.",
+        *(f"{k}={shlex.quote(v)}; export {k}" for k, v in sorted(zig_env(cache_root).items())),
+    ]
+    # Conan adds -stdlib=libc++ for compiler.libcxx=libc++; zig always uses its own libc++ and
+    # warns that the flag is unused, which fails every check_cxx_compiler_flag (they add -Werror):
+    # LLVM then silently builds without -fPIC. So the wrappers drop it.
+    drop = ['for a do shift; [ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"; done']
+    # -g0 after the caller's flags: no debug info, whatever a project asks for; the prefix map
+    # keeps zig's own path (libc++ headers' __FILE__) out of the objects.
+    cflags = f"-target {tc.target} -ffile-prefix-map={shlex.quote(str(zig_root))}=/usr/lib/zig"
+    return {
+        "cc": "\n".join([*head, *drop, f'exec {zig} cc {cflags} "$@" -g0', ""]),
+        "c++": "\n".join([*head, *drop, f'exec {zig} c++ {cflags} "$@" -g0', ""]),
+        "ar": "\n".join([*head, f'exec {zig} ar "$@"', ""]),
+        "ranlib": "\n".join([*head, f'exec {zig} ranlib "$@"', ""]),
+    }
+
+
+def tools_cmake(bin_dir: Path) -> str:
+    """CMake's archiver and ranlib: Conan's compiler_executables names only the compilers."""
+    return "\n".join([
+        "# Generated by hermetic: zig's llvm-ar and llvm-ranlib, not the host's binutils.",
+        f'set(CMAKE_AR "{bin_dir / "ar"}" CACHE FILEPATH "" FORCE)',
+        f'set(CMAKE_RANLIB "{bin_dir / "ranlib"}" CACHE FILEPATH "" FORCE)',
+        "",
+    ])
+
+
+def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Path) -> str:
+    template = string.Template((toolchain_dir / "profiles" / "zig.template").read_text())
+    return template.substitute(
+        name=tc.name,
+        version=tc.version,
+        clang_version=tc.clang_version,
+        target=tc.target,
+        conan_arch=ARCHES[tc.arch][0],
+        cc=bin_dir / "cc",
+        cxx=bin_dir / "c++",
+        reproducible=toolchain_dir / "reproducible.cmake",
+        tools_cmake=tools,
+    )
+
+
+def prepare(tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path, cache_root: Path) -> Prepared:
+    """Generate the build's profile (and, for zig, its wrappers) under `out`."""
+    if tc.kind == "host":
+        return Prepared(toolchain_dir / "profiles" / "hermetic", detect=True)
+    if zig_root is None:
+        raise EnvironmentError_(f"toolchain {tc.name} is not unpacked", "", "run `hermetic fetch`")
+    bin_dir = out / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in wrapper_scripts(tc, zig_root, cache_root).items():
+        p = bin_dir / name
+        p.write_text(text)
+        p.chmod(0o755)
+    tools = out / "zig-tools.cmake"
+    tools.write_text(tools_cmake(bin_dir))
+    profile = out / "profile"
+    profile.write_text(render_profile(tc, toolchain_dir, bin_dir, tools))
+    env = zig_env(cache_root) | {"CC": str(bin_dir / "cc"), "CXX": str(bin_dir / "c++")}
+    return Prepared(profile, detect=False, env=env)
+
+
+# --- the slim archive: what the GPU runner receives ------------------------------------
+
+
+def slim_name(tc: Toolchain) -> str:
+    return f"{tc.name}-{tc.version}-linux-{'-'.join(sorted(tc.arches))}-slim.tar.xz"
+
+
+def slim_archive(wheel: Path, tc: Toolchain, dest_dir: Path, log: Log = null_log) -> dict[str, Any]:
+    """Derive from the verified wheel a deterministic tar.xz of the unpacked selection.
+
+    Sorted entries under `<name>-<version>/`, mtime clamped to the pinned epoch, uid/gid 0 and no
+    owner names, modes 0755/0644, single-threaded xz at a fixed preset; `slim.json` beside it
+    records its sha256, size and the wheel it came from. Returns that description.
+    """
+    if file_sha256(wheel) != tc.sha256:
+        raise SourceError(f"{wheel} does not match the pinned digest of {tc.name}", "", "fetch it again")
+    members = _members(wheel, tc.arches)
+    root = f"{tc.name}-{tc.version}"
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / slim_name(tc)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    epoch = tc.source_date_epoch
+
+    def entry(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.size, info.mtime = kind, mode, size, epoch
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    dirs: set[str] = set()
+    for m in members:
+        parts = m.rel.split("/")[:-1]
+        dirs |= {"/".join(parts[: i + 1]) for i in range(len(parts))}
+    names: list[tuple[str, _Member | None]] = [(d, None) for d in dirs]
+    names = sorted(names + [(m.rel, m) for m in members], key=lambda x: x[0])
+    log(f"toolchain: writing {len(members)} files to {dest.name}")
+    try:
+        with zipfile.ZipFile(wheel) as z, lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=6) as xz:
+            with tarfile.open(fileobj=xz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                tar.addfile(entry(root, tarfile.DIRTYPE, 0o755))
+                for rel, member in names:
+                    if member is None:
+                        tar.addfile(entry(f"{root}/{rel}", tarfile.DIRTYPE, 0o755))
+                        continue
+                    mode = 0o755 if member.executable else 0o644
+                    info = entry(f"{root}/{rel}", tarfile.REGTYPE, mode, member.info.file_size)
+                    with z.open(member.info) as src:
+                        tar.addfile(info, src)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    meta: dict[str, Any] = {
+        "file": dest.name,
+        "sha256": file_sha256(dest),
+        "size": dest.stat().st_size,
+        "unpacked_size": sum(m.info.file_size for m in members),
+        "entries": len(members),
+        "root": root,
+        "arches": sorted(tc.arches),
+        "unpack_layout": UNPACK_LAYOUT,
+        "from": {"file": tc.file, "sha256": tc.sha256, "package": tc.package, "version": tc.version},
+    }
+    meta_path = dest_dir / "slim.json"
+    meta_tmp = meta_path.with_name(meta_path.name + ".tmp")
+    meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(meta_tmp, meta_path)
+    return meta
+
+
+def run_checked(argv: Sequence[str], what: str, env: dict[str, str], cwd: Path) -> str:
+    """A short toolchain command (a smoke compile); failure carries the repro line."""
+    proc = subprocess.run(list(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise SubprocessFailed(what, argv, proc.returncode, proc.stdout, str(cwd))
+    return proc.stdout

@@ -1,0 +1,361 @@
+"""Pinned toolchains as data: loading, validation, the verified cache, unpacking, profiles, the slim archive.
+
+The real wheel is 101 MB, so these tests use a small fake ziglang wheel with the same layout;
+tests/integration/test_toolchain_zig.py uses the real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import tarfile
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hermetic import llvm, recipe, toolchain
+from hermetic.errors import SourceError, UsageError
+from hermetic.settings import resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.unit
+
+# The fake wheel's entries: what unpacking keeps (True) and drops (False) for x86_64 + aarch64.
+ENTRIES = {
+    "ziglang/zig": True,
+    "ziglang/LICENSE": True,
+    "ziglang/README.md": False,
+    "ziglang/__init__.py": False,
+    "ziglang/lib/std/std.zig": True,
+    "ziglang/lib/compiler_rt.zig": True,
+    "ziglang/lib/include/stddef.h": True,
+    "ziglang/lib/libcxx/include/vector": True,
+    "ziglang/lib/libcxxabi/src/a.cpp": True,
+    "ziglang/lib/libunwind/src/u.c": True,
+    "ziglang/lib/docs/index.html": False,
+    "ziglang/lib/libtsan/t.cpp": False,
+    "ziglang/lib/libc/glibc/abilists": True,
+    "ziglang/lib/libc/musl/src/m.c": False,
+    "ziglang/lib/libc/mingw/w.c": False,
+    "ziglang/lib/libc/wasi/w.c": False,
+    "ziglang/lib/libc/include/generic-glibc/stdio.h": True,
+    "ziglang/lib/libc/include/any-linux-any/linux/types.h": True,
+    "ziglang/lib/libc/include/x86-linux-gnu/bits/a.h": True,
+    "ziglang/lib/libc/include/aarch64-linux-gnu/bits/a.h": True,
+    "ziglang/lib/libc/include/aarch64-linux-any/asm/a.h": True,
+    "ziglang/lib/libc/include/x86_64-linux-musl/bits/a.h": False,
+    "ziglang/lib/libc/include/any-windows-any/windows.h": False,
+    "ziglang/lib/libc/include/any-darwin-any/d.h": False,
+    "ziglang/lib/libc/include/generic-freebsd/f.h": False,
+    "ziglang/lib/libc/include/riscv-linux-gnu/r.h": False,
+    "ziglang-0.17.1.dist-info/RECORD": False,
+}
+
+
+def make_wheel(path: Path, order: int = 1) -> str:
+    """A small ziglang lookalike (entries in `order`); returns its sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        for name in sorted(ENTRIES, reverse=order < 0):
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 2, 3, 4, 5))
+            info.external_attr = (0o100755 if name.endswith("/zig") else 0o100644) << 16
+            z.writestr(info, f"content of {name}\n")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> tuple[toolchain.Toolchain, Path]:
+    """The real zig entry of toolchains.yml, pinned to a fake wheel in a mirror directory."""
+    wheel = tmp_path / "mirror" / "ziglang-0.17.1-py3-none-fake.whl"
+    sha = make_wheel(wheel)
+    real = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    return replace(real, file=wheel.name, sha256=sha), wheel
+
+
+def write_data(tmp_path: Path, text: str) -> Path:
+    d = tmp_path / "tc"
+    d.mkdir(exist_ok=True)
+    (d / "toolchains.yml").write_text(text)
+    return d
+
+
+# --- data --------------------------------------------------------------------
+
+
+def test_real_data_loads_with_zig_the_default() -> None:
+    cat = toolchain.load(ROOT / "toolchain")
+    assert cat.default == "zig" and set(cat.names()) == {"zig", "host"}
+    zig = toolchain.select(cat)
+    assert zig.kind == "zig" and zig.version == "0.17.1" and zig.target == "x86_64-linux-gnu.2.28"
+    assert zig.glibc == "2.28" and zig.arch == "x86_64" and len(zig.sha256) == 64
+    assert zig.file.startswith("ziglang-0.17.1-") and zig.file.endswith(".whl")
+    assert zig.digest() == toolchain.select(toolchain.load(ROOT / "toolchain")).digest()
+    assert toolchain.select(cat, "host").identity() == {"name": "host", "kind": "host"}
+
+
+def test_unknown_toolchain_lists_the_valid_ones() -> None:
+    with pytest.raises(UsageError) as err:
+        toolchain.select(toolchain.load(ROOT / "toolchain"), "gcc-14")
+    assert "unknown toolchain 'gcc-14'" in err.value.what and "zig, host" in err.value.fix
+
+
+def test_glibc_floor_is_the_target_suffix_and_changes_the_identity() -> None:
+    cat = toolchain.load(ROOT / "toolchain")
+    old = toolchain.select(cat, "zig", "2.17")
+    assert old.target == "x86_64-linux-gnu.2.17" and old.glibc == "2.17"
+    assert old.digest() != toolchain.select(cat).digest()
+    assert toolchain.select(cat, arch="aarch64").target == "aarch64-linux-gnu.2.28"
+
+
+@pytest.mark.parametrize("floor", ["2.16", "2", "2.x", "3.1", "2.28.1", "latest"])
+def test_bad_glibc_floor_is_a_usage_error(floor: str) -> None:
+    with pytest.raises(UsageError) as err:
+        toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", floor)
+    assert "glibc floor" in err.value.what and err.value.fix
+
+
+def test_glibc_floor_does_not_apply_to_host() -> None:
+    with pytest.raises(UsageError, match="host"):
+        toolchain.select(toolchain.load(ROOT / "toolchain"), "host", "2.28")
+
+
+def test_settings_take_toolchain_and_glibc_by_precedence(tmp_path: Path) -> None:
+    s = resolve({"toolchain": "host"}, {"HERMETIC_TOOLCHAIN": "zig", "HERMETIC_GLIBC": "2.17"}, ROOT)
+    assert s.toolchain == "host" and s.glibc == "2.17"
+    s = resolve({}, {"HERMETIC_TOOLCHAIN": "zig"}, ROOT)
+    assert s.toolchain == "zig" and s.glibc is None
+    with pytest.raises(UsageError, match="glibc"):
+        resolve({}, {"HERMETIC_GLIBC": "two"}, ROOT)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("toolchains: []\n", "at least one"),
+        ("default: zig\ntoolchains:\n  zig: {kind: clang}\n", "kind 'clang'"),
+        ("default: zig\ntoolchains:\n  zig: {kind: zig, version: '1'}\n", "lacks"),
+        ("default: gcc\ntoolchains:\n  host: {kind: host}\n", "default 'gcc'"),
+        ("toolchains: [\n", "cannot parse"),
+    ],
+)
+def test_malformed_data_is_refused_with_the_reason(tmp_path: Path, text: str, why: str) -> None:
+    with pytest.raises(UsageError) as err:
+        toolchain.load(write_data(tmp_path, text))
+    assert why in err.value.what + err.value.why
+
+
+def test_bad_sha256_and_target_in_data_are_refused(tmp_path: Path) -> None:
+    base = (ROOT / "toolchain" / "toolchains.yml").read_text()
+    sha = toolchain.select(toolchain.load(ROOT / "toolchain")).sha256
+    with pytest.raises(UsageError) as err:
+        toolchain.load(write_data(tmp_path, base.replace(sha, "abc")))
+    assert "64 hex" in err.value.why
+    with pytest.raises(UsageError) as err:
+        toolchain.load(write_data(tmp_path, base.replace("target: x86_64-linux-gnu.2.28", "target: x86_64-windows-gnu")))
+    assert "target 'x86_64-windows-gnu'" in err.value.why
+
+
+def test_build_inputs_digest_names_the_toolchain() -> None:
+    rec = recipe.load(ROOT / "recipes")
+    variant = rec.variant("support")
+    src = llvm.source_identity("pruned")
+    cat = toolchain.load(ROOT / "toolchain")
+    digests = {
+        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "zig")),
+        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "zig", "2.17")),
+        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "host")),
+    }
+    assert len(digests) == 3
+    # no toolchain given: the checkout's default, zig
+    assert llvm.inputs_digest(rec, variant, src) == llvm.inputs_digest(rec, variant, src, toolchain.select(cat))
+
+
+# --- fetch ---------------------------------------------------------------------
+
+
+def test_fetch_from_a_mirror_verifies_and_caches(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    got = toolchain.fetch(tmp_path / "cache", tc, [wheel.parent], use_urls=False)
+    assert got == tmp_path / "cache" / "toolchains" / "sha256" / tc.sha256 / tc.file
+    assert got.read_bytes() == wheel.read_bytes()
+    # a second fetch is a cache hit: the mirror is not needed any more
+    wheel.unlink()
+    assert toolchain.fetch(tmp_path / "cache", tc, [], use_urls=False) == got
+
+
+def test_fetch_refuses_a_wrong_digest_and_leaves_nothing(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    wheel.write_bytes(wheel.read_bytes() + b"tampered")
+    cache = tmp_path / "cache"
+    with pytest.raises(SourceError) as err:
+        toolchain.fetch(cache, tc, [wheel.parent], use_urls=False)
+    assert "does not match its pinned digest" in err.value.what and tc.sha256 in err.value.why
+    assert not (cache / "toolchains" / "sha256").exists() or not any((cache / "toolchains" / "sha256").iterdir())
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+
+
+def test_no_urls_and_nothing_cached_says_what_to_do(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, _ = fake
+    with pytest.raises(SourceError) as err:
+        toolchain.fetch(tmp_path / "cache", tc, [tmp_path / "empty"], use_urls=False)
+    assert "not in the cache" in err.value.what and "--mirror" in err.value.fix and tc.sha256 in err.value.fix
+    assert f"pip download --no-deps {tc.package}=={tc.version}" in err.value.fix
+
+
+def test_pypi_download_failure_is_a_source_error(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, _ = fake
+    with pytest.raises(SourceError) as err:
+        toolchain.fetch(tmp_path / "cache", tc, [], use_urls=True, pip=["false"])
+    assert "cannot download" in err.value.what and "--mirror" in err.value.fix
+    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+
+
+def test_pip_argv_pins_version_hash_and_platform(tmp_path: Path) -> None:
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"))
+    argv = toolchain.pip_download_argv(tc, tmp_path / "out", tmp_path / "req.txt")
+    assert argv[1:4] == ["-m", "pip", "download"]
+    assert {"--no-deps", "--require-hashes", "--only-binary=:all:"} <= set(argv)
+
+
+# --- unpack and the slim archive ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "kept"), sorted(ENTRIES.items()))
+def test_keep_member_selects_what_linux_gnu_targets_need(name: str, kept: bool) -> None:
+    rel = name.removeprefix("ziglang/")
+    assert (name.startswith("ziglang/") and toolchain.keep_member(rel, ("x86_64", "aarch64"))) is kept
+
+
+def test_keep_member_follows_the_arches() -> None:
+    assert not toolchain.keep_member("lib/libc/include/aarch64-linux-gnu/bits/a.h", ("x86_64",))
+    assert toolchain.keep_member("lib/libc/include/x86-linux-any/asm/a.h", ("x86_64",))
+
+
+def test_unpack_keeps_the_selection_and_the_exec_bit(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    cache = tmp_path / "cache"
+    assert toolchain.unpacked(cache, tc) is None
+    root = toolchain.ensure(cache, tc, [wheel.parent], use_urls=False)
+    assert root is not None and toolchain.unpacked(cache, tc) == root
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    want = sorted(n.removeprefix("ziglang/") for n, k in ENTRIES.items() if k)
+    assert files == sorted([*want, ".hermetic-unpacked.json"])
+    assert (root / "zig").stat().st_mode & 0o777 == 0o755 and (root / "LICENSE").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in root.parent.iterdir()] == [root.name]  # no temp dir left
+
+
+def test_unpack_refuses_a_wheel_with_an_unsafe_path(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    with zipfile.ZipFile(wheel, "a") as z:
+        z.writestr("ziglang/lib/../../evil", "x")
+    tc = replace(tc, sha256=hashlib.sha256(wheel.read_bytes()).hexdigest())
+    with pytest.raises(SourceError, match="unsafe path"):
+        toolchain.unpack(tmp_path / "cache", tc, wheel)
+    assert not any((tmp_path / "cache" / "toolchains" / "unpacked").iterdir())
+
+
+def test_slim_archive_is_deterministic(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    a = toolchain.slim_archive(wheel, tc, tmp_path / "a")
+    # the same wheel written in another entry order, from another directory: same bytes
+    other = tmp_path / "elsewhere" / wheel.name
+    tc_other = replace(tc, sha256=make_wheel(other, order=-1))
+    b = toolchain.slim_archive(other, tc_other, tmp_path / "b")
+    assert a["sha256"] == b["sha256"] and a["size"] == b["size"]
+    assert json.loads((tmp_path / "a" / "slim.json").read_text()) == a
+    assert a["from"]["sha256"] == tc.sha256 and a["arches"] == ["aarch64", "x86_64"]
+    with tarfile.open(tmp_path / "a" / a["file"]) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names) and names[0] == "zig-0.17.1"
+    assert all(m.uid == 0 and m.gid == 0 and m.uname == "" and m.mtime == tc.source_date_epoch for m in members)
+    assert "zig-0.17.1/zig" in names and not any("musl" in n or "windows" in n or "docs" in n for n in names)
+    assert next(m for m in members if m.name == "zig-0.17.1/zig").mode == 0o755
+
+
+def test_slim_archive_refuses_an_unverified_wheel(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    tc, wheel = fake
+    with pytest.raises(SourceError):
+        toolchain.slim_archive(wheel, replace(tc, sha256="0" * 64), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# --- per build: profile and wrappers --------------------------------------------------
+
+
+def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17")
+    zig_root = tmp_path / "cache" / "zig"
+    prep = toolchain.prepare(tc, zig_root, tmp_path / "build" / "toolchain", ROOT / "toolchain", tmp_path / "work" / "zig")
+    assert not prep.detect and prep.profile == tmp_path / "build" / "toolchain" / "profile"
+    text = prep.profile.read_text()
+    bin_dir = tmp_path / "build" / "toolchain" / "bin"
+    for line in (
+        "os=Linux", "arch=x86_64", "build_type=Release", "compiler=clang", "compiler.version=22",
+        "compiler.libcxx=libc++", "compiler.cppstd=17", "tools.build:skip_test=True",
+        f'tools.build:compiler_executables={{"c": "{bin_dir}/cc", "cpp": "{bin_dir}/c++"}}',
+        f'tools.cmake.cmaketoolchain:user_toolchain=["{ROOT}/toolchain/reproducible.cmake", '
+        f'"{tmp_path}/build/toolchain/zig-tools.cmake"]',
+    ):
+        assert line in text.splitlines(), line
+    assert "include(default)" not in text  # nothing of the host's detected compiler
+    cc = (bin_dir / "cc").read_text()
+    assert f"exec {zig_root}/zig cc -target x86_64-linux-gnu.2.17 " in cc and cc.rstrip().endswith('"$@" -g0')
+    assert f"-ffile-prefix-map={zig_root}=/usr/lib/zig" in cc
+    assert f"ZIG_GLOBAL_CACHE_DIR={tmp_path}/work/zig/global; export ZIG_GLOBAL_CACHE_DIR" in cc
+    assert f"ZIG_LOCAL_CACHE_DIR={tmp_path}/work/zig/local" in cc
+    assert " c++ -target x86_64-linux-gnu.2.17 " in (bin_dir / "c++").read_text()
+    # Conan's -stdlib=libc++ is dropped: zig warns it is unused, which fails CMake's flag checks
+    assert '[ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"' in cc
+    assert f'exec {zig_root}/zig ar "$@"' in (bin_dir / "ar").read_text()
+    assert f'exec {zig_root}/zig ranlib "$@"' in (bin_dir / "ranlib").read_text()
+    assert all((bin_dir / n).stat().st_mode & 0o111 for n in ("cc", "c++", "ar", "ranlib"))
+    tools = (tmp_path / "build" / "toolchain" / "zig-tools.cmake").read_text()
+    assert f'set(CMAKE_AR "{bin_dir}/ar" CACHE FILEPATH "" FORCE)' in tools
+    assert prep.env["CC"] == str(bin_dir / "cc") and prep.env["ZIG_GLOBAL_CACHE_DIR"] == f"{tmp_path}/work/zig/global"
+
+
+def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
+    """Run the generated wrapper with `echo` standing in for zig: the arguments zig would get."""
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"))
+    fake_zig = tmp_path / "zig"
+    fake_zig.mkdir()
+    (fake_zig / "zig").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (fake_zig / "zig").chmod(0o755)
+    prep = toolchain.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    out = subprocess.run(
+        [prep.env["CXX"], "-m64", "-stdlib=libc++", "-c", "a b.cpp", "-o", "x.o"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split("|")[:3] == ["c++", "-target", "x86_64-linux-gnu.2.28"]
+    assert out.endswith("|-m64|-c|a b.cpp|-o|x.o|-g0|") and "-stdlib" not in out
+
+
+def test_aarch64_profile_is_conans_armv8(tmp_path: Path) -> None:
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", arch="aarch64")
+    prep = toolchain.prepare(tc, tmp_path / "zig", tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    assert "arch=armv8" in prep.profile.read_text().splitlines()
+    assert "-target aarch64-linux-gnu.2.28" in (tmp_path / "out" / "bin" / "cc").read_text()
+
+
+def test_host_keeps_todays_detected_profile(tmp_path: Path) -> None:
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "host")
+    prep = toolchain.prepare(tc, None, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    assert prep.detect and prep.profile == ROOT / "toolchain" / "profiles" / "hermetic" and prep.env == {}
+    assert not (tmp_path / "out").exists()
+    assert toolchain.ensure(tmp_path / "cache", tc) is None and not (tmp_path / "cache").exists()
+
+
+def test_cli_toolchain_and_glibc_reach_the_plan(tmp_path: Path) -> None:
+    from helpers import hermetic
+
+    common = ["build", "llvm", "--variant", "support", "--work-dir", str(tmp_path / "w"), "--cache", str(tmp_path / "c")]
+    proc = hermetic(*common, "--toolchain", "nope", check=False)
+    assert proc.returncode == 2 and "valid toolchains: zig, host" in proc.stderr and "Traceback" not in proc.stderr
+    proc = hermetic(*common, "--glibc", "2.17", "--no-urls", "--no-apt", check=False)
+    assert "[run ] toolchain zig" in proc.stderr and "x86_64-linux-gnu.2.17" in proc.stderr
+    assert proc.returncode == 4 and "--mirror" in proc.stderr  # nothing cached, downloads off
+    proc = hermetic(*common, "--no-urls", "--no-apt", check=False, env={"HERMETIC_TOOLCHAIN": "host"})
+    assert "[skip] toolchain host" in proc.stderr

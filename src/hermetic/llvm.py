@@ -38,7 +38,7 @@ class BuildInputs:
     sources: tuple[dict[str, str], ...]  # the release archives this source came from
     pruned: dict[str, Any] | None  # {"sha256", "size", "file"} when built from a pruned archive
     source_mode: str = "pruned"  # "pruned" | "full" | "path" (an archive the user named)
-    toolchain: toolchain.Toolchain | None = None  # None: the checkout's default (zig)
+    toolchain: toolchain.Toolchain | None = None  # None: toolchain/toolchains.yml's default
 
     def digest(self) -> str:
         return inputs_digest(

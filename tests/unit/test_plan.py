@@ -23,11 +23,19 @@ def _files(root: Path) -> list[str]:
 
 def test_planning_runs_nothing(tmp_path: Path) -> None:
     logged: list[str] = []
-    job = plan.plan_all(_settings(tmp_path), logged.append)
+    job = plan.plan_all(_settings(tmp_path, toolchain="zig"), logged.append)
     assert _files(tmp_path) == [] and logged == []
     states = {s.key: s.state for s in job.steps}
     # nothing cached, nothing built: every step of the default (NVPTX) variant has to run
     assert states == {k: plan.RUN for k in ("toolchain", "fetch", "wheelhouse", "prune", "build", "image", "wheel")}
+
+
+def test_the_host_toolchain_is_not_fetched_and_says_what_its_digests_prove(tmp_path: Path) -> None:
+    step = plan.plan_all(_settings(tmp_path, toolchain="host"), lambda m: None).step("toolchain")
+    assert step.state == plan.SKIP and "only on this distribution" in step.detail
+    zig = plan.plan_all(_settings(tmp_path, toolchain="zig"), lambda m: None)
+    assert zig.step("build").inputs_digest != plan.plan_all(
+        _settings(tmp_path, toolchain="host"), lambda m: None).step("build").inputs_digest
 
 
 def test_each_step_has_its_own_inputs_digest(tmp_path: Path) -> None:
@@ -73,7 +81,7 @@ def test_plan_is_printed_before_anything_runs(tmp_path: Path) -> None:
     """`hermetic all` with no way to fetch: the plan is on stdout, then the fetch step fails."""
     proc = hermetic(
         "all", "--variant", "support", "--cache", str(tmp_path / "c"), "--work-dir", str(tmp_path / "w"),
-        "--no-urls", "--no-apt", check=False, env={"HOME": str(tmp_path)},
+        "--no-urls", "--no-apt", "--toolchain", "zig", check=False, env={"HOME": str(tmp_path)},
     )
     assert proc.stdout.startswith("plan:\n")
     lines = proc.stdout.splitlines()

@@ -36,6 +36,8 @@ import yaml
 from .digests import file_sha256
 from .errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError, disk_full
 from .log import Log, null_log
+from .record import scan_tree, tree_digest
+from .sources import cached_file
 
 KINDS = ("zig", "host")
 # zig's name of an architecture, Conan's, and the name of zig's libc include directories.
@@ -224,9 +226,11 @@ def cache_path(cache_dir: Path, tc: Toolchain) -> Path:
     return cache_dir / "toolchains" / "sha256" / tc.sha256 / tc.file
 
 
-def cached(cache_dir: Path, tc: Toolchain) -> Path | None:
-    p = cache_path(cache_dir, tc)
-    return p if tc.kind == "zig" and p.is_file() else None
+def cached(cache_dir: Path, tc: Toolchain, log: Log = null_log) -> Path | None:
+    """The cached wheel, hashed now: a file that differs is removed (and fetched again by the caller)."""
+    if tc.kind != "zig":
+        return None
+    return cached_file(cache_path(cache_dir, tc), tc.sha256, log)
 
 
 def admit(cache_dir: Path, tc: Toolchain, candidate: Path, origin: str, move: bool = False) -> Path:
@@ -284,9 +288,9 @@ def fetch(
     """The verified wheel of `tc`: from the cache, else a mirror directory, else PyPI (pip download)."""
     if tc.kind != "zig":
         raise UsageError(f"toolchain {tc.name} is not fetched", "it is the machine's compiler", "")
-    hit = cached(cache_dir, tc)
+    hit = cached(cache_dir, tc, log)
     if hit is not None:
-        log(f"toolchain: {tc.file} already cached (sha256 {tc.sha256[:12]}…)")
+        log(f"toolchain: {tc.file} already cached (sha256 {tc.sha256[:12]}…, verified)")
         return hit
     for mirror in mirrors:
         cand = mirror / tc.file
@@ -392,14 +396,24 @@ def unpacked_dir(cache_dir: Path, tc: Toolchain) -> Path:
 _MARK = ".hermetic-unpacked.json"
 
 
+def _unpacked_digest(d: Path) -> str:
+    return tree_digest(e for e in scan_tree(d) if e.path != _MARK)
+
+
 def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
-    """The unpacked tree when complete (its marker names the wheel's digest), else None."""
+    """The unpacked tree when complete and unchanged, else None.
+
+    Its marker names the wheel's digest and the digest of the tree as unpacked; the tree is scanned
+    again on every use (about a second), so a compiler changed in the cache is never run.
+    """
     d = unpacked_dir(cache_dir, tc)
     try:
         mark = json.loads((d / _MARK).read_text())
     except (OSError, ValueError):
         return None
-    return d if isinstance(mark, dict) and mark.get("sha256") == tc.sha256 and (d / "zig").is_file() else None
+    if not (isinstance(mark, dict) and mark.get("sha256") == tc.sha256 and (d / "zig").is_file()):
+        return None
+    return d if mark.get("tree") == _unpacked_digest(d) else None
 
 
 def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> Path:
@@ -421,7 +435,8 @@ def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> 
                 with z.open(m.info) as src, open(target, "wb") as out:
                     shutil.copyfileobj(src, out, 1 << 20)
                 os.chmod(target, 0o755 if m.executable else 0o644)
-        (tmp / _MARK).write_text(json.dumps({"sha256": tc.sha256, "file": tc.file, "entries": len(members)}) + "\n")
+        mark = {"sha256": tc.sha256, "file": tc.file, "entries": len(members), "tree": _unpacked_digest(tmp)}
+        (tmp / _MARK).write_text(json.dumps(mark) + "\n")
         shutil.rmtree(dest, ignore_errors=True)  # an incomplete earlier unpack
         os.replace(tmp, dest)
     except OSError as exc:

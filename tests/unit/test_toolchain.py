@@ -249,6 +249,24 @@ def test_unpack_keeps_the_selection_and_the_exec_bit(tmp_path: Path, fake: tuple
     assert [p.name for p in root.parent.iterdir()] == [root.name]  # no temp dir left
 
 
+def test_a_changed_cache_is_never_used(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+    """The unpacked compiler and the cached wheel are checked on every use, not only when they arrive."""
+    tc, wheel = fake
+    cache = tmp_path / "cache"
+    root = toolchain.ensure(cache, tc, [wheel.parent], use_urls=False)
+    assert root is not None
+    planted = b"#!/bin/sh\necho not the pinned compiler\n"
+    (root / "zig").write_bytes(planted)
+    assert toolchain.unpacked(cache, tc) is None
+    cached = toolchain.cache_path(cache, tc)
+    data = bytearray(cached.read_bytes())
+    data[-1] ^= 1
+    cached.write_bytes(bytes(data))
+    assert toolchain.cached(cache, tc) is None and not cached.exists()  # removed, to be fetched again
+    again = toolchain.ensure(cache, tc, [wheel.parent], use_urls=False)
+    assert again == root and toolchain.unpacked(cache, tc) == root and (root / "zig").read_bytes() != planted
+
+
 def test_unpack_refuses_a_wheel_with_an_unsafe_path(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
     tc, wheel = fake
     with zipfile.ZipFile(wheel, "a") as z:

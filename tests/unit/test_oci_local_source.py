@@ -152,3 +152,15 @@ def test_cli_pull_and_inspect_a_local_layout(tmp_path: Path) -> None:
     assert not (tmp_path / "u2").exists()
     proc = hermetic("pull", f"oci:{layout.path}", "--layout", str(tmp_path / "l2"), "--with-attestations", check=False)
     assert proc.returncode == 2 and "--with-attestations needs a registry" in proc.stderr
+
+
+def test_verify_names_a_local_layout_as_pull_does(tmp_path: Path) -> None:
+    from hermetic.cli.verify import _artifact
+
+    layout = named_layout(tmp_path / "lay")
+    assert _artifact(f"oci:{layout.path}") == layout.path
+    assert _artifact(str(layout.path)) == layout.path
+    with pytest.raises(UsageError, match="no such file"):
+        _artifact(f"oci:{tmp_path / 'gone'}")
+    with pytest.raises(UsageError, match="not one tag"):
+        _artifact(f"oci:{layout.path}:first")

@@ -6,10 +6,26 @@ import argparse
 import shutil
 from pathlib import Path
 
+from ..errors import UsageError
 from ..log import stderr_log
+from ..oci.layout import LayoutRef
+from ..oci.reference import parse_image_source
 from ..settings import Settings
 from ..verify import Mismatch, verify
 from .common import Common, Subparsers, add_command, out, out_json, say
+
+
+def _artifact(text: str) -> Path:
+    """A path, or a local image layout named as pull and inspect name one (oci:DIR)."""
+    if not text.startswith("oci:"):
+        return Path(text)
+    src = parse_image_source(text)
+    if isinstance(src, LayoutRef) and not src.tag:
+        return src.path
+    raise UsageError(
+        f"cannot verify {text}", "verify takes a whole local layout (oci:DIR), not one tag of it",
+        "pull that image into its own layout first (`hermetic pull oci:DIR:TAG --layout NEW`), then verify NEW",
+    )
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
@@ -18,7 +34,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     try:
         report = verify(
             settings,
-            Path(args.artifact),
+            _artifact(args.artifact),
             record_path=Path(args.record) if args.record else None,
             rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
             keep=args.keep,
@@ -46,7 +62,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
         "rebuild an LLVM tree, image or wheel from its record elsewhere, later, under another umask; compare",
         [common.build],
     )
-    p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout, a .whl or wheel-record.json")
+    p.add_argument("artifact", metavar="ARTIFACT", help="record.json (or its directory), an OCI image layout (DIR or oci:DIR), a .whl or wheel-record.json")
     p.add_argument("--record", help="for an image: the record.json it was written from (default: found in WORK_DIR, else its provenance)")
     p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
     p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")

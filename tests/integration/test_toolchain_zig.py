@@ -3,6 +3,7 @@ through hermetic's generated wrappers to compile, link and run a C++ program for
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, hermetic
 from hermetic import toolchain
 
 pytestmark = pytest.mark.integration
@@ -33,11 +34,14 @@ int main() {
 def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_cache: Path) -> None:
     if platform.machine() != "x86_64":
         pytest.skip("the pinned ziglang wheel is the x86_64 one")
-    tc = toolchain.for_root(ROOT)
+    tc = toolchain.for_root(ROOT, "zig")
     assert tc.name == "zig" and tc.target == "x86_64-linux-gnu.2.28"
     # From the cache when a build already fetched it, else PyPI (pip download, hash-checked twice).
     root = toolchain.ensure(source_cache, tc, [], use_urls=True)
     assert root is not None and toolchain.cached(source_cache, tc) is not None
+    # `hermetic fetch --toolchain zig` finds the same verified tree
+    got = json.loads(hermetic("fetch", "--toolchain", "zig", "--variant", "support", "--cache", str(source_cache), "-q").stdout)
+    assert got["toolchain"] == {"label": tc.label, "path": str(root)}
     prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache")
     src = tmp_path / "main.cpp"
     src.write_text(PROGRAM)

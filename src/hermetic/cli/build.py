@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .. import llvm, plan, recipe, sources, steps
+from .. import llvm, plan, recipe, sources, steps, toolchain
 from ..log import stderr_log
 from ..record import load_build_record, write_json
 from ..settings import Settings
@@ -20,7 +20,10 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     recipe.resolve_variant(rec, settings.variant)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     house = fetch_wheelhouse(settings, log)
-    out_json(got.as_json() | {"path": str(got.path), "wheelhouse": str(house)})
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
+    compiler = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+    out_json(got.as_json() | {"path": str(got.path), "wheelhouse": str(house),
+                              "toolchain": {"label": tc.label, "path": str(compiler) if compiler else None}})
     return 0
 
 
@@ -78,7 +81,7 @@ def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(subparsers: Subparsers, common: Common) -> None:
-    p = add_command(subparsers, "fetch", "fill the verified source cache (sources and the pinned wheelhouse)", [common.build])
+    p = add_command(subparsers, "fetch", "fill the verified cache: sources, the pinned wheelhouse and the pinned toolchain", [common.build])
     p.set_defaults(func=cmd_fetch)
 
     src_sub = add_group(subparsers, "source", "source archive operations", "source_command")

@@ -287,6 +287,7 @@ def inspect_record(path: Path) -> dict[str, Any]:
             "options": dict(rec.options),
             "sources": [s.as_json() for s in rec.sources],
             "pruned_source": rec.pruned.sha256 if rec.pruned else None,
+            "pinned_toolchain": rec.toolchain_ref.label,  # `host` for records written before it was recorded
             "toolchain": rec.toolchain.as_json() if rec.toolchain else None,
             "offline": rec.offline.as_json(),
             "source_date_epoch": rec.source_date_epoch,

@@ -104,6 +104,8 @@ class Report:
             f"  umask {c.get('umask')} (was {c.get('original_umask')}), rebuild started {c.get('rebuild_started')} "
             f"(original finished {c.get('original_finished') or 'unknown'}), SOURCE_DATE_EPOCH {c.get('source_date_epoch')}"
         )
+        if c.get("toolchain"):
+            lines.append(f"  toolchain {c['toolchain']} (the recorded one)")
         width = max((len(x.what) for x in self.comparisons), default=0)
         for x in self.comparisons:
             state = "match" if x.matches else "DIFFERS"

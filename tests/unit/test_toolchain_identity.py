@@ -177,3 +177,17 @@ def test_inspect_of_a_record_shows_its_toolchain(tmp_path: Path) -> None:
     assert line.split(None, 1)[1] == f"zig 0.17.1 (sha256 {ZIG_ID['sha256']}, x86_64-linux-gnu.2.28)"
     host = inspection.render(inspection.inspect_record(fake_llvm_build(tmp_path / "h")))
     assert any(x.split() == ["pinned_toolchain", "host"] for x in host.splitlines())
+
+
+def test_inspect_of_an_attested_image_shows_its_toolchain(tmp_path: Path) -> None:
+    rec = fake_llvm_build(tmp_path / "a", toolchain_id=ZIG_ID)
+    layout = fake_image(rec, tmp_path / "image")
+    attest.attest_image(settings(tmp_path), layout, rec)
+    text = inspection.render(inspection.inspect_layout(layout))
+    line = next(x for x in text.splitlines() if x.strip().startswith("pinned toolchain"))
+    assert f"sha256={ZIG_ID['sha256']}" in line and "target=x86_64-linux-gnu.2.28" in line
+
+
+def test_verify_report_names_the_toolchain(tmp_path: Path) -> None:
+    report = verify.Report("x", "llvm", tmp_path, conditions={"toolchain": "zig 0.17.1 x86_64-linux-gnu.2.28"})
+    assert "  toolchain zig 0.17.1 x86_64-linux-gnu.2.28 (the recorded one)" in report.render().splitlines()

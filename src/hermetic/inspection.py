@@ -287,6 +287,7 @@ def inspect_record(path: Path) -> dict[str, Any]:
             "options": dict(rec.options),
             "sources": [s.as_json() for s in rec.sources],
             "pruned_source": rec.pruned.sha256 if rec.pruned else None,
+            "pinned_toolchain": rec.toolchain_ref.label,  # `host` for records written before it was recorded
             "toolchain": rec.toolchain.as_json() if rec.toolchain else None,
             "offline": rec.offline.as_json(),
             "source_date_epoch": rec.source_date_epoch,
@@ -332,6 +333,9 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")
         off = prov.get("offline") or {}
         lines.append(f"  {'offline':<18} enforced={off.get('enforced')} method={off.get('method')}")
+        pinned = (prov.get("externalParameters") or {}).get("toolchain")
+        if isinstance(pinned, dict):  # absent from provenances written before it existed
+            lines.append(f"  {'pinned toolchain':<18} {_flat(pinned)}")
     lines.append("attestations:")
     for kind, entry in report["attestations"].items():
         if not isinstance(entry, dict):

@@ -290,6 +290,7 @@ def _build_into(
         test_package=record.TestPackage(True, tuple(record.PtxFile(p.name, file_sha256(p)) for p in ptx)),
         install_root=str(install),
         tree=record.Tree.from_entries(entries),
+        toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
     )
     record.write_record(new / "record.json", rec)
     if not keep_build:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import __version__
-from .record import BuildRecord, Offline, ToolchainVersions, WheelRecord
-from .sbom import ImageFacts, origin_uri, tool_version
+from .record import BuildRecord, Offline, ToolchainRef, ToolchainVersions, WheelRecord
+from .sbom import ImageFacts, origin_uri, tool_version, toolchain_package, toolchain_purl
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -115,7 +115,23 @@ def llvm_dependencies(rec: BuildRecord, canonical: Mapping[str, str]) -> list[di
             "annotations": {"role": "recipe", "version": recipe.version},
         }
     )
-    return deps + _tools(rec.toolchain.as_json() if rec.toolchain else {})
+    return deps + _pinned_toolchain(rec.toolchain_ref) + _tools(rec.toolchain.as_json() if rec.toolchain else {})
+
+
+def _pinned_toolchain(tc: ToolchainRef) -> list[dict[str, Any]]:
+    """The pinned toolchain wheel as a resolved dependency with its sha256; none for the host's compiler."""
+    if tc.kind == "host":
+        return []
+    package, version = toolchain_package(tc)
+    return [
+        {
+            "name": f"toolchain:{package}-{version}",
+            "uri": toolchain_purl(tc),
+            "digest": {"sha256": tc.sha256},
+            "annotations": {"role": "pinned-toolchain", "toolchain": tc.name, "file": tc.file,
+                            "target": tc.target, "glibc": tc.glibc},
+        }
+    ]
 
 
 def _external_llvm(rec: BuildRecord) -> dict[str, Any]:
@@ -128,6 +144,7 @@ def _external_llvm(rec: BuildRecord) -> dict[str, Any]:
         "variant": rec.variant,
         "options": dict(rec.options),
         "source": "pruned" if rec.pruned else "full",
+        "toolchain": rec.toolchain_ref.as_json(),
     }
 
 

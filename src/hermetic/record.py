@@ -374,6 +374,59 @@ class ToolchainVersions:
 
 
 @dataclass(frozen=True)
+class ToolchainRef:
+    """The pinned toolchain a build used: `Toolchain.identity()` as a typed value (JSON `toolchain_id`).
+
+    Records written before it existed lack the key; every such build used the host compiler, so they
+    read as `HOST_TOOLCHAIN` (BuildRecord.toolchain_ref) while as_json still leaves the key out.
+    """
+
+    name: str
+    kind: str  # zig | host
+    version: str = ""
+    file: str = ""
+    sha256: str = ""
+    target: str = ""  # e.g. x86_64-linux-gnu.2.28; empty for host
+    unpack_layout: str = ""
+    wrappers: str = ""
+
+    @property
+    def glibc(self) -> str:
+        """The glibc floor of the target (`2.28`), empty for host."""
+        head, _, floor = self.target.rpartition(".")
+        return f"{head.rsplit('.', 1)[-1]}.{floor}" if self.target.count(".") >= 2 else ""
+
+    @property
+    def label(self) -> str:
+        """`zig 0.17.1 (sha256 ea6c…, x86_64-linux-gnu.2.28)`, or `host`."""
+        if self.kind == "host":
+            return self.name if self.name == "host" else f"{self.name} (host compiler)"
+        return f"{self.name} {self.version} (sha256 {self.sha256}, {self.target})"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, str]) -> ToolchainRef:
+        return cls.from_json(_Fields(dict(data), "<toolchain identity>", "toolchain_id"))
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> ToolchainRef:
+        def opt(key: str) -> str:
+            return f.opt_string(key) or ""
+
+        return cls(
+            name=f.string("name"), kind=f.string("kind"), version=opt("version"), file=opt("file"),
+            sha256=opt("sha256"), target=opt("target"), unpack_layout=opt("unpack_layout"), wrappers=opt("wrappers"),
+        )
+
+    def as_json(self) -> dict[str, str]:
+        """The same mapping as Toolchain.identity(): empty fields left out."""
+        out = {k: getattr(self, k) for k in ("name", "kind", "version", "file", "sha256", "target", "unpack_layout", "wrappers")}
+        return {k: v for k, v in out.items() if v}
+
+
+HOST_TOOLCHAIN = ToolchainRef(name="host", kind="host")
+
+
+@dataclass(frozen=True)
 class PtxFile:
     file: str
     sha256: str
@@ -447,6 +500,12 @@ class BuildRecord:
     install_root: str  # the directory holding the tree (prefix below it)
     tree: Tree
     schema: str = RECORD_SCHEMA
+    toolchain_id: ToolchainRef | None = None  # None: a record written before it existed (host)
+
+    @property
+    def toolchain_ref(self) -> ToolchainRef:
+        """The pinned toolchain the build used; a record without `toolchain_id` was built by the host's."""
+        return self.toolchain_id or HOST_TOOLCHAIN
 
     @classmethod
     def from_json(cls, data: object, file: str = "<build record>") -> BuildRecord:
@@ -459,7 +518,9 @@ class BuildRecord:
             )
         pruned = f.opt_obj("pruned")
         toolchain = f.opt_obj("toolchain")
+        toolchain_id = f.opt_obj("toolchain_id")
         return cls(
+            toolchain_id=ToolchainRef.from_json(toolchain_id) if toolchain_id else None,
             recipe=RecipeRef.from_json(f.obj("recipe")),
             variant=f.string("variant"),
             options=f.str_map("options"),
@@ -495,6 +556,7 @@ class BuildRecord:
             "source_date_epoch": self.source_date_epoch,
             "offline": self.offline.as_json(),
             "toolchain": self.toolchain.as_json() if self.toolchain else None,
+            "toolchain_id": self.toolchain_id.as_json() if self.toolchain_id else None,
             "jobs": self.jobs,
             "wall_time_s": self.wall_time_s,
             "started": self.started,
@@ -504,7 +566,7 @@ class BuildRecord:
             "install_root": self.install_root,
             "tree": self.tree.as_json(),
         }
-        for late in ("toolchain", "started", "finished"):  # absent from records written before they existed
+        for late in ("toolchain", "toolchain_id", "started", "finished"):  # absent from records written before they existed
             if out[late] is None:
                 del out[late]
         return out

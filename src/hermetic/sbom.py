@@ -24,7 +24,7 @@ from typing import Any
 
 from . import __version__
 from .recipe import Recipe
-from .record import BuildRecord, ToolchainVersions, WheelRecord
+from .record import BuildRecord, ToolchainRef, ToolchainVersions, WheelRecord
 
 SPEC_VERSION = "1.6"
 SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"
@@ -144,6 +144,42 @@ def _toolchain_components(toolchain: Mapping[str, Any], prefix: str) -> list[dic
     return out
 
 
+def toolchain_package(tc: ToolchainRef) -> tuple[str, str]:
+    """The PyPI project and version of a pinned toolchain wheel: `ziglang-0.17.1-py3-…whl` → (ziglang, 0.17.1)."""
+    parts = tc.file.split("-")
+    return (parts[0] if len(parts) > 1 else tc.name), (tc.version or (parts[1] if len(parts) > 1 else ""))
+
+
+def toolchain_purl(tc: ToolchainRef) -> str:
+    package, version = toolchain_package(tc)
+    return f"pkg:pypi/{package}@{version}"
+
+
+def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]:
+    """The pinned toolchain wheel a build compiled with, as a formulation tool with its sha256."""
+    package, version = toolchain_package(tc)
+    return {
+        "type": "application",
+        "bom-ref": f"{prefix}toolchain:{package}-{version}",
+        "name": package,
+        "version": version,
+        "description": f"pinned toolchain {tc.name}: {tc.file}",
+        "hashes": _sha256(tc.sha256),
+        "purl": toolchain_purl(tc),
+        "properties": _props(
+            [("toolchain", tc.name), ("toolchain.file", tc.file), ("toolchain.target", tc.target),
+             ("toolchain.glibc", tc.glibc)]
+        ),
+    }
+
+
+def _toolchain_props(tc: ToolchainRef) -> list[tuple[str, Any]]:
+    """A workflow's toolchain properties: `host` plainly, or the pinned toolchain and its target."""
+    if tc.kind == "host":
+        return [("toolchain", tc.name)]
+    return [("toolchain", f"{tc.name} {tc.version}"), ("toolchain.target", tc.target), ("toolchain.glibc", tc.glibc)]
+
+
 def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
     """Components, dependencies and formulation of a hermetic LLVM build record."""
     recipe = rec.recipe
@@ -254,6 +290,9 @@ def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-t
 
     offline = rec.offline
     tools = _toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-")
+    pinned = rec.toolchain_ref
+    if pinned.kind != "host":
+        tools.append(_pinned_toolchain_component(pinned, "llvm-"))
     workflow = {
         "bom-ref": "workflow:llvm-build",
         "uid": rec.inputs_digest or f"llvm-{variant}",
@@ -275,6 +314,7 @@ def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-t
                 ("jobs", rec.jobs),
                 ("build-commands", rec.build_commands),
                 ("machine", rec.toolchain.machine if rec.toolchain else None),
+                *_toolchain_props(pinned),
             ]
         ),
     }

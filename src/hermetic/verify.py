@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import attest, differences, llvm, provenance, recipe, record, sources, steps
+from . import attest, differences, llvm, provenance, recipe, record, sources, steps, toolchain
 from .digests import file_sha256
 from .errors import HermeticError, UsageError, VerifyError
 from .log import Log, stderr_log
@@ -104,6 +104,8 @@ class Report:
             f"  umask {c.get('umask')} (was {c.get('original_umask')}), rebuild started {c.get('rebuild_started')} "
             f"(original finished {c.get('original_finished') or 'unknown'}), SOURCE_DATE_EPOCH {c.get('source_date_epoch')}"
         )
+        if c.get("toolchain"):
+            lines.append(f"  toolchain {c['toolchain']} (the recorded one)")
         width = max((len(x.what) for x in self.comparisons), default=0)
         for x in self.comparisons:
             state = "match" if x.matches else "DIFFERS"
@@ -208,6 +210,7 @@ class RebuildSpec:
     prefix: str
     install_root: str  # "" when only a provenance is known
     finished: str | None
+    toolchain: record.ToolchainRef = record.HOST_TOOLCHAIN  # the pinned toolchain it was built with
 
     @classmethod
     def of_record(cls, rec: record.BuildRecord) -> RebuildSpec:
@@ -216,7 +219,7 @@ class RebuildSpec:
             recipe_digest=rec.recipe.digest, variant=rec.variant, options=rec.options, sources=rec.sources,
             source_archive=rec.source_archive, pruned=pruned, source_date_epoch=rec.source_date_epoch,
             inputs_digest=rec.inputs_digest, tree_digest=rec.tree.digest, tree_files=rec.tree.files,
-            prefix=rec.prefix, install_root=rec.install_root, finished=rec.finished,
+            prefix=rec.prefix, install_root=rec.install_root, finished=rec.finished, toolchain=rec.toolchain_ref,
         )
 
 
@@ -236,7 +239,9 @@ def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str
     )
     pruned = role.get("pruned-source")
     epoch = internal.get("sourceDateEpoch")
+    tc = ext.get("toolchain")  # absent from provenances written before it existed: all built by the host's compiler
     return RebuildSpec(
+        toolchain=record.ToolchainRef.from_mapping(tc) if isinstance(tc, Mapping) else record.HOST_TOOLCHAIN,
         recipe_digest=str((ext["recipe"].get("digest") or {}).get(provenance.RECIPE_DIGEST, "")),
         variant=str(ext["variant"]),
         options=tuple(sorted((str(k), str(v)) for k, v in (ext.get("options") or {}).items())),
@@ -269,6 +274,30 @@ def _release_archive(
     return got
 
 
+def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolchain.Toolchain:
+    """This checkout's toolchain of the recorded name and target; refused when its pinned identity differs."""
+    arch = want.target.split("-", 1)[0] if want.target else None
+    try:
+        tc = toolchain.select(toolchain.load(settings.toolchain_dir), want.name, want.glibc or None, arch)
+    except UsageError as exc:
+        raise VerifyError(
+            f"this checkout cannot select the toolchain the artifact was built with ({want.label})",
+            f"{exc.what}{': ' + exc.why if exc.why else ''}",
+            "check out the commit the artifact was built from (or pass --root of such a checkout), then verify again",
+        ) from exc
+    have = record.ToolchainRef.from_mapping(tc.identity())
+    if have != want:
+        theirs, ours = want.as_json(), have.as_json()
+        fields = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
+        raise VerifyError(
+            "the toolchain in this checkout is not the one the artifact was built with",
+            f"built with {want.label}; this checkout pins {have.label} (differs in {', '.join(fields)}); "
+            "builds of different toolchains are not compared",
+            "check out the commit the artifact was built from (or pass --root of such a checkout), then verify again",
+        )
+    return tc
+
+
 def _rebuild_llvm(
     settings: Settings, spec: RebuildSpec, root: Path, report: Report, reuse_pruned: bool, log: Log
 ) -> record.BuildRecord:
@@ -282,6 +311,8 @@ def _rebuild_llvm(
             f"recipe digest {rec.digest()} here, {want_recipe or 'none'} recorded",
             "check out the commit the artifact was built from (or pass --root of such a checkout), then verify again",
         )
+    tc = _recorded_toolchain(settings, spec.toolchain)
+    report.conditions["toolchain"] = tc.label
     epoch = spec.source_date_epoch
     if epoch is not None and epoch != rec.source_date_epoch:
         raise VerifyError("SOURCE_DATE_EPOCH differs", f"{rec.source_date_epoch} here, {epoch} recorded", "")
@@ -309,11 +340,11 @@ def _rebuild_llvm(
             key=sources.prune_key(src.archive, variant, rec.prune), source=record.SourceOrigin.from_json(src.as_json()),
             variant=variant.name,
         ).as_json()
-        inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta)
+        inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta, toolchain=tc)
     else:
         archive = spec.source_archive or (wanted_sources[0] if wanted_sources else None)
         src = _release_archive(settings, rec, archive, log)
-        inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None)
+        inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, toolchain=tc)
 
     want_inputs = spec.inputs_digest
     if want_inputs and inputs.digest() != want_inputs:

@@ -52,6 +52,9 @@ def test_image_sbom_and_provenance_of_the_real_build(image: Path, support_instal
     assert sbom.property_of(tree, "tree.digest") == rec["tree"]["digest"]
     assert sbom.property_of(tree, "option.components") == rec["options"]["components"]
     tools = {c["name"]: c for c in bom["formulation"][0]["components"]}
+    pinned = rec.get("toolchain_id") or {"kind": "host"}
+    if pinned["kind"] == "zig":  # the pinned toolchain wheel, with its sha256
+        assert tools.pop("ziglang")["hashes"] == [{"alg": "SHA-256", "content": pinned["sha256"]}]
     assert set(tools) == {"cc", "cxx", "cmake", "ninja", "conan", "python"}
     assert all(c["version"][0].isdigit() for c in tools.values()), tools
     assert {lic["expression"] for lic in tree["licenses"]} == {"Apache-2.0 WITH LLVM-exception"}

@@ -37,8 +37,27 @@ def settings(tmp: Path) -> Settings:
     return resolve({"root": str(ROOT), "work_dir": str(tmp / "work"), "cache_dir": str(tmp / "cache")}, {}, tmp)
 
 
-def fake_llvm_build(base: Path, seed: str = "") -> Path:
-    """An install tree and its record.json under base/llvm/support; returns the record path."""
+# The pinned zig toolchain's identity (Toolchain.identity() of toolchain/toolchains.yml's `zig`).
+ZIG_ID = {
+    "name": "zig",
+    "kind": "zig",
+    "version": "0.17.1",
+    "file": "ziglang-0.17.1-py3-none-manylinux_2_12_x86_64.manylinux2010_x86_64.musllinux_1_1_x86_64.whl",
+    "sha256": "ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54",
+    "target": "x86_64-linux-gnu.2.28",
+    "unpack_layout": "1",
+    "wrappers": "2",
+}
+
+
+def fake_llvm_build(
+    base: Path, seed: str = "", toolchain_id: dict[str, str] | None = None, recipe_digest: str = "ab" * 32
+) -> Path:
+    """An install tree and its record.json under base/llvm/support; returns the record path.
+
+    toolchain_id: the pinned toolchain's identity (`toolchain_id`); None writes a record of the shape
+    written before it existed (a host build).
+    """
     out = base / "llvm" / "support"
     install = out / "install"
     (install / PREFIX / "include" / "llvm" / "Config").mkdir(parents=True)
@@ -50,7 +69,7 @@ def fake_llvm_build(base: Path, seed: str = "") -> Path:
     entries = record.scan_tree(install)
     rec: dict[str, Any] = {
         "schema": record.RECORD_SCHEMA,
-        "recipe": {"name": "llvm", "version": "19.1.7", "digest": "ab" * 32},
+        "recipe": {"name": "llvm", "version": "19.1.7", "digest": recipe_digest},
         "variant": "support",
         "options": {"targets": "X86", "projects": "llvm",
                     "components": "LLVMDemangle;LLVMSupport;llvm-headers;cmake-exports", "tools": ""},
@@ -75,6 +94,8 @@ def fake_llvm_build(base: Path, seed: str = "") -> Path:
         "tree": {"digest": record.tree_digest(entries), "size": record.tree_size(entries),
                  "files": [e.as_json() for e in entries]},
     }
+    if toolchain_id is not None:
+        rec["toolchain_id"] = toolchain_id
     record.write_json(out / "record.json", rec)
     return out / "record.json"
 

@@ -182,9 +182,9 @@ def cached(cache_dir: Path, recipe: Recipe, log: Log = _quiet) -> CachedArchive 
     return hit
 
 
-def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move: bool = False) -> CachedArchive:
-    """Verify `candidate` and place it in the cache; refuse it (and leave nothing) if it differs."""
-    dest = cache_path(cache_dir, archive)
+def admit_file(dest: Path, sha256: str, candidate: Path, origin: str, what: str, move: bool = False) -> Path:
+    """Verify `candidate` against `sha256` and place it at `dest` in a content-addressed cache, with a
+    note of its origin beside it; refuse it (and leave nothing) if it differs. Sources and toolchains."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
     tmp_origin = dest.with_name(f".{dest.name}.{os.getpid()}.origin.partial")
@@ -194,15 +194,15 @@ def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move:
         else:
             shutil.copyfile(candidate, tmp)
         actual = file_sha256(tmp)
-        if actual != archive.sha256:
+        if actual != sha256:
             size = tmp.stat().st_size
             raise SourceError(
-                f"source archive {archive.file} from {origin} does not match its pinned digest",
-                f"expected sha256 {archive.sha256}, got {actual} ({size} bytes)",
+                f"{what} from {origin} does not match its pinned digest",
+                f"expected sha256 {sha256}, got {actual} ({size} bytes)",
                 "the file is tampered, truncated or another release; remove it from that origin "
                 "and fetch again (nothing was cached)",
             )
-        # the origin note first: an archive never sits in the cache without saying where it came from
+        # the origin note first: a file never sits in the cache without saying where it came from
         tmp_origin.write_text(origin + "\n")
         os.replace(tmp_origin, _origin_file(dest))
         os.replace(tmp, dest)
@@ -213,11 +213,18 @@ def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move:
     finally:
         tmp.unlink(missing_ok=True)
         tmp_origin.unlink(missing_ok=True)
-        try:
-            dest.parent.rmdir()  # only succeeds when nothing was admitted
-        except OSError:
-            pass
-    return CachedArchive(archive, dest, origin)
+        for d in (dest.parent, dest.parent.parent):
+            try:
+                d.rmdir()  # only succeeds when nothing was admitted
+            except OSError:
+                pass
+    return dest
+
+
+def admit(cache_dir: Path, archive: Archive, candidate: Path, origin: str, move: bool = False) -> CachedArchive:
+    """Verify `candidate` and place it in the cache; refuse it (and leave nothing) if it differs."""
+    path = admit_file(cache_path(cache_dir, archive), archive.sha256, candidate, origin, f"source archive {archive.file}", move)
+    return CachedArchive(archive, path, origin)
 
 
 def _from_mirrors(cache_dir: Path, recipe: Recipe, mirrors: Iterable[Path], log: Log) -> CachedArchive | None:

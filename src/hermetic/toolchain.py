@@ -37,7 +37,7 @@ from .digests import file_sha256
 from .errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError, disk_full
 from .log import Log, null_log
 from .record import scan_tree, tree_digest
-from .sources import cached_file
+from .sources import admit_file, cached_file
 
 KINDS = ("zig", "host")
 # zig's name of an architecture, Conan's, and the name of zig's libc include directories.
@@ -235,36 +235,7 @@ def cached(cache_dir: Path, tc: Toolchain, log: Log = null_log) -> Path | None:
 
 def admit(cache_dir: Path, tc: Toolchain, candidate: Path, origin: str, move: bool = False) -> Path:
     """Verify `candidate` and place it in the cache; refuse it (and leave nothing) if it differs."""
-    dest = cache_path(cache_dir, tc)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
-    try:
-        if move:
-            shutil.move(str(candidate), tmp)
-        else:
-            shutil.copyfile(candidate, tmp)
-        actual = file_sha256(tmp)
-        if actual != tc.sha256:
-            raise SourceError(
-                f"toolchain {tc.file} from {origin} does not match its pinned digest",
-                f"expected sha256 {tc.sha256}, got {actual} ({tmp.stat().st_size} bytes)",
-                "the file is tampered, truncated or another release; remove it from that origin "
-                "and fetch again (nothing was cached)",
-            )
-        os.replace(tmp, dest)
-        dest.with_name(dest.name + ".origin").write_text(origin + "\n")
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise disk_full(str(dest), exc) from exc
-        raise
-    finally:
-        tmp.unlink(missing_ok=True)
-        for d in (dest.parent, dest.parent.parent):
-            try:
-                d.rmdir()  # only succeeds when nothing was admitted
-            except OSError:
-                pass
-    return dest
+    return admit_file(cache_path(cache_dir, tc), tc.sha256, candidate, origin, f"toolchain {tc.file}", move)
 
 
 def pip_download_argv(tc: Toolchain, dest: Path, requirements: Path) -> list[str]:

@@ -134,7 +134,7 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
         else:
             shutil.rmtree(new, ignore_errors=True)
         raise
-    _swap_in(new, out, rec.tree.digest)
+    _swap_in(new, out, rec.tree.digest, keep_build)
     return rec
 
 
@@ -143,7 +143,7 @@ _SWAPPED = ("install", "test_package")
 _JOURNAL = ".swap"
 
 
-def _swap_in(new: Path, out: Path, tree_digest: str) -> None:
+def _swap_in(new: Path, out: Path, tree_digest: str, keep_build: bool = False) -> None:
     """Replace the previous install tree and record with the new ones.
 
     Renames are atomic one by one, not together: a journal naming the new tree lets `recover`
@@ -160,6 +160,10 @@ def _swap_in(new: Path, out: Path, tree_digest: str) -> None:
     for name in _SWAPPED:
         shutil.rmtree(out / f".old-{name}", ignore_errors=True)
     (out / _JOURNAL).unlink()
+    if keep_build and (new / "conan-home").is_dir():
+        # --keep-build: the build directory (Conan home) of the build now in place, for inspection
+        shutil.rmtree(out / "conan-home", ignore_errors=True)
+        os.rename(new / "conan-home", out / "conan-home")
     shutil.rmtree(new, ignore_errors=True)
 
 

@@ -103,3 +103,16 @@ def test_swap_cut_off_after_the_record_completes(tmp_path: Path) -> None:
     llvm.recover(out)
     assert (out / "install" / "new").read_text() == "new"
     assert not list(out.glob(".old-*")) and not (out / ".swap").exists()
+
+
+def test_keep_build_keeps_the_build_directory_of_a_good_build(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    _good_build(out)
+    new = out / llvm.NEW
+    (new / "install" / "usr").mkdir(parents=True)
+    (new / "test_package").mkdir()
+    (new / "conan-home" / "p").mkdir(parents=True)
+    (new / "record.json").write_text(json.dumps({"tree": {"digest": "sha256:new"}}))
+    llvm._swap_in(new, out, "sha256:new", keep_build=True)
+    assert (out / "conan-home" / "p").is_dir() and not new.exists()
+    assert json.loads((out / "record.json").read_text())["tree"]["digest"] == "sha256:new"

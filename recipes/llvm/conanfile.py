@@ -137,6 +137,12 @@ class LLVMConan(ConanFile):
                 "LLVM_ENABLE_HTTPLIB": False,
                 "LLVM_ENABLE_FFI": False,
                 "LLVM_ENABLE_Z3_SOLVER": False,
+                # LLVM's configure probes the Python it finds for pygments and yaml and writes the
+                # answer into LLVMConfig.cmake (LLVM_HAVE_OPT_VIEWER_MODULES): the probe is
+                # answered here, so the tree does not depend on the machine's Python packages.
+                "PY_PYGMENTS_FOUND": False,
+                "PY_PYGMENTS_LEXERS_C_CPP_FOUND": False,
+                "PY_YAML_FOUND": False,
                 "MLIR_ENABLE_BINDINGS_PYTHON": False,
                 "MLIR_INCLUDE_TESTS": False,
             }

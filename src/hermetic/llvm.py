@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import record, sandbox, toolchain
+from . import buildtools, record, sandbox, toolchain
 from .digests import file_sha256
 from .errors import BuildError, disk_full
 from .log import Log
@@ -96,13 +96,15 @@ def _version(argv: list[str]) -> str:
 
 
 def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
-    cc = env.get("CC", "cc")
-    cxx = env.get("CXX", "c++")
+    """What the build's own PATH finds (not this process's)."""
+    def which(name: str) -> str:
+        return shutil.which(name, path=env.get("PATH")) or name
+
     return {
-        "cc": _version([cc, "--version"]),
-        "cxx": _version([cxx, "--version"]),
-        "cmake": _version(["cmake", "--version"]),
-        "ninja": _version(["ninja", "--version"]),
+        "cc": _version([which(env.get("CC", "cc")), "--version"]),
+        "cxx": _version([which(env.get("CXX", "c++")), "--version"]),
+        "cmake": _version([which("cmake"), "--version"]),
+        "ninja": _version([which("ninja"), "--version"]),
         "conan": _version([sys.executable, "-m", "conans.conan", "--version"]),
         "python": platform.python_version(),
         "machine": f"{platform.system().lower()}-{platform.machine()}",
@@ -217,11 +219,15 @@ def _build_into(
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     prepared = toolchain.prepare(tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache")
     log(f"build: toolchain {tc.label}")
+    # CMake and Ninja: the pinned wheels' executables first on PATH, and checked to be the ones run.
+    tools = buildtools.ensure(settings, log)
     env = sandbox.build_env(
         epoch,
         {"CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] ",
          **prepared.env},
     )
+    env["PATH"] = tools.path(env["PATH"])
+    buildtools.check_versions(tools, env)
     conan = _conan(settings)
     profile = prepared.profile
     started = time.time()
@@ -240,6 +246,7 @@ def _build_into(
         f"-c=user.hermetic:source_archive={inputs.source_archive}",
         f"-c=user.hermetic:source_sha256={inputs.source_sha256}",
         f"-c=tools.build:jobs={settings.jobs}",
+        f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
     ]
     log(f"build: llvm {recipe.version} variant {variant.name} with {settings.jobs} jobs (log: {log_path})")
     sandbox.run(

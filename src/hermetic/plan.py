@@ -40,10 +40,9 @@ class Plan:
     steps: tuple[Step, ...]
 
     def upto(self, key: str) -> Plan:
-        """The plan narrowed to the steps a job ending at `key` needs (wheelhouse only for the wheel)."""
+        """The plan narrowed to the steps a job ending at `key` needs."""
         keys = [s.key for s in self.steps]
-        kept = self.steps[: keys.index(key) + 1]
-        return Plan(self.variant, tuple(s for s in kept if s.key != "wheelhouse" or key == "wheel"))
+        return Plan(self.variant, self.steps[: keys.index(key) + 1])
 
     def step(self, key: str) -> Step:
         return next(s for s in self.steps if s.key == key)
@@ -104,20 +103,17 @@ def plan_all(
             fetch,
         )
 
-    # wheelhouse: the hash-pinned build requirements of the wheel, only when there is a wheel
+    # wheelhouse: the hash-pinned build requirements: CMake and Ninja of the build, the wheel's too
     has_nvptx = "NVPTX" in variant.values("targets")
     reqs = wheelhouse.load_requirements(settings.toolchain_dir / "build-requirements.txt")
     house = wheelhouse.wheelhouse_dir(settings)
-    if not has_nvptx:
-        house_step = Step("wheelhouse", "fetch wheelhouse", reqs.digest(), SKIP, _no_wheel(variant), lambda: None)
-    else:
-        missing = wheelhouse.check_wheelhouse(house, reqs).missing
-        house_step = Step(
-            "wheelhouse", "fetch wheelhouse", reqs.digest(),
-            RUN if missing else DONE,
-            f"{len(missing)} of {len(reqs.items)} pinned wheels missing" if missing else f"complete in {house}",
-            lambda: wheelhouse.fetch_wheelhouse(settings, log),
-        )
+    missing = wheelhouse.check_wheelhouse(house, reqs).missing
+    house_step = Step(
+        "wheelhouse", "fetch wheelhouse", reqs.digest(),
+        RUN if missing else DONE,
+        f"{len(missing)} of {len(reqs.items)} pinned wheels missing" if missing else f"complete in {house}",
+        lambda: wheelhouse.fetch_wheelhouse(settings, log),
+    )
 
     # prune: the variant's deterministic subset of the release
     prune_id = _digest("prune", sources.PRUNE_RULES_VERSION, rec.prune.as_json(), pins, variant.values("targets"), variant.values("projects"))

@@ -53,6 +53,7 @@ class Settings:
     use_urls: bool = True
     toolchain: str | None = None  # None: toolchain/toolchains.yml's `default:`
     glibc: str | None = None  # glibc floor of a zig target (2.NN); None: the toolchain's own
+    wheelhouse: Path | None = None  # the pinned build requirements; None: <cache>/wheelhouse
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -91,6 +92,7 @@ _KEYS = {
     "use_urls": "USE_URLS",
     "toolchain": "TOOLCHAIN",
     "glibc": "GLIBC",
+    "wheelhouse": "WHEELHOUSE",
 }
 
 
@@ -173,4 +175,5 @@ def resolve(
         use_urls=_as_bool("use_urls", merged.get("use_urls", True)),
         toolchain=str(merged["toolchain"]) if merged.get("toolchain") else None,
         glibc=glibc,
+        wheelhouse=Path(str(merged["wheelhouse"])).expanduser().resolve() if merged.get("wheelhouse") else None,
     )

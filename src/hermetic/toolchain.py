@@ -45,7 +45,7 @@ ARCHES = {"x86_64": ("x86_64", "x86"), "aarch64": ("armv8", "aarch64")}
 _GLIBC = re.compile(r"^2\.(\d+)$")
 _TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")
 UNPACK_LAYOUT = 1  # bump when the unpacked selection (keep_member) changes
-WRAPPERS_VERSION = 2  # bump when the generated wrappers or profile change what a build compiles
+WRAPPERS_VERSION = 3  # bump when the generated wrappers or profile change what a build compiles
 WHEEL_ROOT = "ziglang/"
 
 
@@ -462,12 +462,18 @@ def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path) -> dict[str
     # warns that the flag is unused, which fails every check_cxx_compiler_flag (they add -Werror):
     # LLVM then silently builds without -fPIC. So the wrappers drop it.
     drop = ['for a do shift; [ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"; done']
+    # zig links its cached runtime objects (libc++, crt, compiler_rt), built with debug info that
+    # names zig's cache and the directory of whichever compile first filled it: a command that
+    # links strips that debug info. Only a linking command: on a compile-only one the flag would
+    # be an unused-argument warning, which fails LLVM's flag checks like -stdlib=libc++ did.
+    link = ['strip=-Wl,--strip-debug',
+            'for a do case $a in -c|-S|-E|-M|-MM|-fsyntax-only) strip=;; esac; done']
     # -g0 after the caller's flags: no debug info, whatever a project asks for; the prefix map
     # keeps zig's own path (libc++ headers' __FILE__) out of the objects.
     cflags = f"-target {tc.target} -ffile-prefix-map={shlex.quote(str(zig_root))}=/usr/lib/zig"
     return {
-        "cc": "\n".join([*head, *drop, f'exec {zig} cc {cflags} "$@" -g0', ""]),
-        "c++": "\n".join([*head, *drop, f'exec {zig} c++ {cflags} "$@" -g0', ""]),
+        "cc": "\n".join([*head, *drop, *link, f'exec {zig} cc {cflags} "$@" -g0 $strip', ""]),
+        "c++": "\n".join([*head, *drop, *link, f'exec {zig} c++ {cflags} "$@" -g0 $strip', ""]),
         "ar": "\n".join([*head, f'exec {zig} ar "$@"', ""]),
         "ranlib": "\n".join([*head, f'exec {zig} ranlib "$@"', ""]),
     }

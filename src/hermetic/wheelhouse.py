@@ -144,7 +144,7 @@ def load_requirements(path: Path) -> Requirements:
 
 
 def wheelhouse_dir(settings: Settings) -> Path:
-    return settings.cache_dir / "wheelhouse"
+    return settings.wheelhouse or settings.cache_dir / "wheelhouse"
 
 
 def wheel_project(filename: str) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from hermetic import record
+from hermetic import record, toolchain
 from hermetic.oci.layout import spec_from_record, write_image
 from hermetic.settings import Settings, resolve
 
@@ -46,7 +46,7 @@ ZIG_ID = {
     "sha256": "ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54",
     "target": "x86_64-linux-gnu.2.28",
     "unpack_layout": "1",
-    "wrappers": "2",
+    "wrappers": str(toolchain.WRAPPERS_VERSION),
 }
 
 

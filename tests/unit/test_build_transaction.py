@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic import llvm, recipe, sandbox, toolchain
+from hermetic import buildtools, llvm, recipe, sandbox, toolchain
 from hermetic.errors import SubprocessFailed
 from hermetic.settings import Settings
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _no_build_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The pinned CMake and Ninja come from a wheelhouse these unit tests have none of."""
+    tools = buildtools.BuildTools((buildtools.Tool("cmake", "0", "cmake.whl", "00" * 32, tmp_path / "bin"),))
+    monkeypatch.setattr(buildtools, "ensure", lambda settings, log=None: tools)
+    monkeypatch.setattr(buildtools, "check_versions", lambda tools, env: {})
 
 
 def _good_build(out: Path) -> dict[str, object]:

@@ -323,7 +323,7 @@ def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
         assert line in text.splitlines(), line
     assert "include(default)" not in text  # nothing of the host's detected compiler
     cc = (bin_dir / "cc").read_text()
-    assert f"exec {zig_root}/zig cc -target x86_64-linux-gnu.2.17 " in cc and cc.rstrip().endswith('"$@" -g0')
+    assert f"exec {zig_root}/zig cc -target x86_64-linux-gnu.2.17 " in cc and cc.rstrip().endswith('"$@" -g0 $strip')
     assert f"-ffile-prefix-map={zig_root}=/usr/lib/zig" in cc
     assert f"ZIG_GLOBAL_CACHE_DIR={tmp_path}/work/zig/global; export ZIG_GLOBAL_CACHE_DIR" in cc
     assert f"ZIG_LOCAL_CACHE_DIR={tmp_path}/work/zig/local" in cc
@@ -351,6 +351,29 @@ def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
     ).stdout
     assert out.split("|")[:3] == ["c++", "-target", "x86_64-linux-gnu.2.28"]
     assert out.endswith("|-m64|-c|a b.cpp|-o|x.o|-g0|") and "-stdlib" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "strips"),
+    [
+        (["a.o", "b.o", "-shared", "-o", "lib.so"], True),  # links: zig's runtime objects' debug info goes
+        (["main.cpp", "-o", "main"], True),  # compiles and links
+        (["-c", "a.cpp", "-o", "a.o"], False),  # compile only: the flag would be an unused-argument warning
+        (["-S", "a.cpp"], False),
+        (["-E", "a.cpp"], False),
+        (["-fsyntax-only", "a.cpp"], False),
+    ],
+)
+def test_wrapper_strips_debug_info_only_when_linking(tmp_path: Path, args: list[str], strips: bool) -> None:
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    fake_zig = tmp_path / "zig"
+    fake_zig.mkdir()
+    (fake_zig / "zig").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
+    (fake_zig / "zig").chmod(0o755)
+    prep = toolchain.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    for exe in (prep.env["CC"], prep.env["CXX"]):
+        out = subprocess.run([exe, *args], capture_output=True, text=True, check=True).stdout
+        assert out.endswith("|".join([*args, "-g0", *(["-Wl,--strip-debug"] if strips else [])]) + "|")
 
 
 def test_aarch64_profile_is_conans_armv8(tmp_path: Path) -> None:

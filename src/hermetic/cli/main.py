@@ -19,7 +19,7 @@ from .common import Handler, common_parsers
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, oci, wheel, verify, attest, inspect)
 
-_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls", "toolchain", "glibc")
+_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls", "toolchain", "glibc", "wheelhouse")
 
 
 def build_parser() -> argparse.ArgumentParser:

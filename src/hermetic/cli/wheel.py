@@ -20,7 +20,7 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.project) if args.project else None,
         Path(args.llvm),
         Path(args.output) if args.output else None,
-        Path(args.wheelhouse) if args.wheelhouse else None,
+        settings.wheelhouse,
     )
     rec = wheel.build_wheel(settings, job, log)
     sbom, prov = attest_wheel(settings, job.output / rec.wheel)
@@ -43,7 +43,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
     p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
     p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
-    p.add_argument("--wheelhouse", metavar="DIR", help="the pinned build requirements (default: CACHE/wheelhouse)")
     p.set_defaults(func=cmd_wheel)
 
     w = add_command(

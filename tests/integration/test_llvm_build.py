@@ -53,8 +53,27 @@ def test_slim_tree_holds_only_the_variant(first: dict) -> None:  # type: ignore[
     assert "LLVMSupport" in exports and "LLVMCore" not in exports
 
 
+def _foreign_tools(d: Path) -> dict[str, str]:
+    """A PATH whose first cmake and ninja are not the pinned ones (they would fail the build), and
+    whose python3 finds yaml and pygments: LLVM's configure probes for both and writes the answer
+    into LLVMConfig.cmake unless the recipe answers it."""
+    bin_dir, site = d / "bin", d / "site"
+    (site / "pygments" / "lexers").mkdir(parents=True)
+    bin_dir.mkdir()
+    for mod in ("yaml.py", "pygments/__init__.py", "pygments/lexers/__init__.py", "pygments/lexers/c_cpp.py"):
+        (site / mod).write_text("")
+    for tool in ("cmake", "ninja"):
+        (bin_dir / tool).write_text("#!/bin/sh\necho 'cmake version 3.25.1'; exit 97\n")
+        (bin_dir / tool).chmod(0o755)
+    python = shutil.which("python3")
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {python} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
 def test_second_build_elsewhere_later_is_byte_identical(first: dict, tmp_path: Path, source_cache: Path) -> None:  # type: ignore[type-arg]
-    """Another directory, another cwd, another umask, another time: the same install tree."""
+    """Another directory, another cwd, another umask, another time, another cmake first on PATH and
+    another Python environment: the same install tree."""
     work = tmp_path / "elsewhere" / "deeper"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -63,11 +82,15 @@ def test_second_build_elsewhere_later_is_byte_identical(first: dict, tmp_path: P
         hermetic(
             "--root", str(ROOT), "build", "llvm", "--variant", "support", "--work-dir", str(work),
             "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "require", "--quiet",
-            cwd=cwd,
+            "--toolchain", "host", cwd=cwd, env=_foreign_tools(tmp_path / "foreign"),
         )
     finally:
         os.umask(old)
     second = json.loads((work / "llvm" / "support" / "record.json").read_text())
+    # the pinned tools ran, not the ones first on the user's PATH
+    assert second["toolchain"]["cmake"] == first["toolchain"]["cmake"] == "cmake version 4.4.4"
+    log = (work / "llvm" / "support" / "build.log").read_text()
+    assert "Found Python module yaml" in log, "the foreign Python was not the one LLVM's configure saw"
     assert second["install_root"] != first["install_root"]
     assert second["offline"]["method"] in ("netns", "userns+netns")
     diffs = [
@@ -81,7 +104,8 @@ def test_second_build_elsewhere_later_is_byte_identical(first: dict, tmp_path: P
 
 def test_up_to_date_build_is_skipped(first: dict, source_cache: Path) -> None:  # type: ignore[type-arg]
     work = Path(first["install_root"]).parents[2]
-    proc = hermetic("build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache))
+    proc = hermetic("build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache),
+                    "--toolchain", "host")
     assert "up to date" in proc.stderr
     assert json.loads(proc.stdout)["tree_digest"] == first["tree"]["digest"]
 
@@ -113,7 +137,7 @@ def test_full_archive_builds_the_same_tree_as_the_pruned_one(first: dict, tmp_pa
     work = tmp_path / "full"
     hermetic(
         "build", "llvm", "--variant", "support", "--source", "full", "--work-dir", str(work),
-        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--quiet",
+        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--quiet", "--toolchain", "host",
     )
     full = json.loads((work / "llvm" / "support" / "record.json").read_text())
     assert full["pruned"] is None

@@ -540,6 +540,76 @@ def test_a_slim_archive_without_zig_or_truncated_is_refused(
     assert not any((cache / "toolchains" / "unpacked").iterdir())
 
 
+# --- `hermetic toolchain`: list and slim --------------------------------------------------
+
+
+def fake_root(tmp_path: Path, tc: toolchain.Toolchain, slim_sha: str, slim_size: int) -> Path:
+    """A checkout whose toolchains.yml pins the fake wheel and the given slim archive."""
+    real = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    assert real.slim is not None
+    text = (ROOT / "toolchain" / "toolchains.yml").read_text()
+    text = text.replace(real.file, tc.file).replace(real.sha256, tc.sha256)
+    text = text.replace(real.slim.sha256, slim_sha).replace(f"size: {real.slim.size}", f"size: {slim_size}")
+    root = tmp_path / "root"
+    (root / "toolchain").mkdir(parents=True)
+    (root / "toolchain" / "toolchains.yml").write_text(text)
+    return root
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
+    import os
+
+    from hermetic.cli.main import main
+
+    for key in [k for k in os.environ if k.startswith("HERMETIC_")]:
+        monkeypatch.delenv(key)
+    rc = main(list(argv))
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+def test_cli_toolchain_list(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rc, out, _ = run_cli(capsys, monkeypatch, "toolchain", "list", "--root", str(ROOT))
+    zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    assert rc == 0 and zig.slim is not None
+    assert out.startswith("zig: ziglang 0.17.1 (clang 22), target x86_64-linux-gnu.2.28, arches x86_64 aarch64")
+    assert f"wheel {zig.file}  sha256 {zig.sha256}" in out and f"slim  {zig.slim.file}  sha256 {zig.slim.sha256}" in out
+    assert "\nhost (default): " in out
+
+
+def test_cli_toolchain_slim_checks_the_pin(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tc, wheel, archive = slim
+    assert tc.slim is not None
+    common = ["--mirror", str(wheel.parent), "--no-urls", "--cache", str(tmp_path / "cache"), "--output", str(tmp_path / "o")]
+    root = fake_root(tmp_path, tc, tc.slim.sha256, tc.slim.size)
+    # no --toolchain: the zig toolchain that pins a slim archive, although host is the default
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common)
+    made = tmp_path / "o" / archive.name
+    assert rc == 0 and out.strip() == str(made) and made.read_bytes() == archive.read_bytes()
+    assert "matches its pin" in err and "100% of" in err
+    # a second run finds it there and derives nothing (no wheel needed)
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common[2:])
+    assert rc == 0 and "already there" in err and out.strip() == str(made)
+    # a pin that differs: an integrity failure naming both digests; the archive is kept
+    other = "b" * 64
+    root = fake_root(tmp_path / "x", tc, other, tc.slim.size)
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common)
+    assert rc == 8 and out == "" and "does not match its pin" in err
+    assert other in err and tc.slim.sha256 in err and made.is_file() and (tmp_path / "o" / "slim.json").is_file()
+
+
+def test_cli_toolchain_slim_of_host_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc, _, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(ROOT), "--toolchain", "host",
+                         "--work-dir", str(tmp_path / "w"))
+    assert rc == 2 and "host has no slim archive" in err and "--toolchain zig" in err
+    assert not (tmp_path / "w").exists()
+
+
 # --- per build: profile and wrappers --------------------------------------------------
 
 

@@ -601,6 +601,23 @@ def test_cli_toolchain_slim_checks_the_pin(
     assert other in err and tc.slim.sha256 in err and made.is_file() and (tmp_path / "o" / "slim.json").is_file()
 
 
+def test_cli_toolchain_slim_without_a_pin_says_what_to_add(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tc, wheel, archive = slim
+    assert tc.slim is not None
+    root = fake_root(tmp_path, tc, tc.slim.sha256, tc.slim.size)
+    yml = root / "toolchain" / "toolchains.yml"
+    text = yml.read_text()
+    yml.write_text(text[: text.index("    slim:\n")] + text[text.index("  host:\n"):])
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), "--toolchain", "zig",
+                           "--mirror", str(wheel.parent), "--no-urls", "--cache", str(tmp_path / "c"),
+                           "--work-dir", str(tmp_path / "w"))
+    assert rc == 0 and out.strip() == str(tmp_path / "w" / "toolchains" / archive.name)
+    assert "pins no slim archive" in err and f"sha256: {tc.slim.sha256}" in err and f"size: {tc.slim.size}" in err
+
+
 def test_cli_toolchain_slim_of_host_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

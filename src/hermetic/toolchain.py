@@ -7,6 +7,11 @@ wrong file leaves nothing behind). Its useful part (the zig binary and the lib/ 
 pinned Linux targets need) is unpacked deterministically into the cache, and each build gets
 generated wrapper scripts (`zig cc -target …`) and a Conan profile naming them. `host` is the
 machine's compiler: today's detected profile, whose digests hold only on the same distribution.
+
+The same tree can also arrive as the slim archive (`slim_archive`, pinned as `slim:` beside the
+wheel): 46 MB instead of 101 MB, small enough to carry to a machine without network. It unpacks
+into the same directory with the same digest, so the toolchain's identity does not say which
+file it came from; only the unpacked tree's marker does.
 """
 
 from __future__ import annotations
@@ -26,10 +31,10 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -50,6 +55,15 @@ WHEEL_ROOT = "ziglang/"
 
 
 @dataclass(frozen=True)
+class SlimPin:
+    """The pinned slim archive derived from the wheel: another carrier of the same unpacked tree."""
+
+    file: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class Toolchain:
     name: str
     kind: str  # zig | host
@@ -63,6 +77,8 @@ class Toolchain:
     arches: tuple[str, ...] = ()
     glibc_min: str = ""
     source_date_epoch: int = 0
+    # Not in identity(): a build from the slim archive and one from the wheel have the same inputs.
+    slim: SlimPin | None = None
 
     @property
     def arch(self) -> str:
@@ -167,11 +183,30 @@ def load(toolchain_dir: Path) -> Catalog:
         m = _TARGET.match(tc.target)
         if not m or m.group("arch") not in arches or not m.group("glibc"):
             raise _fail(path, f"toolchain {name!r}: target {tc.target!r} is not <arch>-linux-gnu.2.NN of {arches}")
+        if "slim" in t:
+            tc = replace(tc, slim=_slim_pin(path, tc, t["slim"]))
         out.append(tc)
     default = str(data.get("default", ""))
     if default not in [t.name for t in out]:
         raise _fail(path, f"default {default!r} names no toolchain")
     return Catalog(path, default, tuple(out))
+
+
+def _slim_pin(path: Path, tc: Toolchain, data: object) -> SlimPin:
+    where = f"toolchain {tc.name!r}: slim"
+    if not isinstance(data, dict) or set(data) != {"file", "sha256", "size"}:
+        raise _fail(path, f"{where} must be a mapping of exactly file, sha256 and size")
+    sha = str(data["sha256"]).lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise _fail(path, f"{where} sha256 {data['sha256']!r} is not 64 hex digits")
+    size = data["size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise _fail(path, f"{where} size {size!r} is not a positive number of bytes")
+    # `hermetic toolchain slim` writes this name; another one would never be found in a mirror.
+    if data["file"] != slim_name(tc):
+        raise _fail(path, f"{where} file {data['file']!r} is not {slim_name(tc)!r}, the name derived from "
+                          "name, version and arches")
+    return SlimPin(slim_name(tc), sha, size)
 
 
 def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, arch: str | None = None) -> Toolchain:
@@ -209,8 +244,6 @@ def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, 
 
 
 def _replace_target(tc: Toolchain, target: str) -> Toolchain:
-    from dataclasses import replace
-
     return replace(tc, target=target)
 
 
@@ -248,17 +281,14 @@ def pip_download_argv(tc: Toolchain, dest: Path, requirements: Path) -> list[str
     ]
 
 
-def fetch(
-    cache_dir: Path,
-    tc: Toolchain,
-    mirrors: Iterable[Path] = (),
-    use_urls: bool = True,
-    log: Log = null_log,
-    pip: Sequence[str] | None = None,
-) -> Path:
-    """The verified wheel of `tc`: from the cache, else a mirror directory, else PyPI (pip download)."""
-    if tc.kind != "zig":
-        raise UsageError(f"toolchain {tc.name} is not fetched", "it is the machine's compiler", "")
+def slim_cache_path(cache_dir: Path, tc: Toolchain) -> Path:
+    if tc.slim is None:
+        raise UsageError(f"toolchain {tc.name} pins no slim archive", "", "add `slim:` to toolchains.yml")
+    return cache_dir / "toolchains" / "sha256" / tc.slim.sha256 / tc.slim.file
+
+
+def _wheel_nearby(cache_dir: Path, tc: Toolchain, mirrors: Iterable[Path], log: Log) -> Path | None:
+    """The verified wheel from the cache or a mirror directory (admitted into the cache), else None."""
     hit = cached(cache_dir, tc, log)
     if hit is not None:
         log(f"toolchain: {tc.file} already cached (sha256 {tc.sha256[:12]}…, verified)")
@@ -268,12 +298,47 @@ def fetch(
         if cand.is_file():
             log(f"toolchain: verifying {cand}")
             return admit(cache_dir, tc, cand, f"mirror:{cand}")
+    return None
+
+
+def slim_nearby(cache_dir: Path, tc: Toolchain, mirrors: Iterable[Path] = (), log: Log = null_log) -> Path | None:
+    """The verified slim archive from the cache or a mirror directory (admitted into the cache), else None."""
+    if tc.slim is None:
+        return None
+    dest = slim_cache_path(cache_dir, tc)
+    hit = cached_file(dest, tc.slim.sha256, log)
+    if hit is not None:
+        log(f"toolchain: {tc.slim.file} already cached (sha256 {tc.slim.sha256[:12]}…, verified)")
+        return hit
+    for mirror in mirrors:
+        cand = mirror / tc.slim.file
+        if cand.is_file():
+            log(f"toolchain: verifying {cand}")
+            return admit_file(dest, tc.slim.sha256, cand, f"mirror:{cand}", f"slim toolchain {tc.slim.file}")
+    return None
+
+
+def _carry_hint(tc: Toolchain, with_slim: bool) -> str:
+    """What to put in a --mirror directory: the wheel, or (when it serves) the smaller slim archive."""
+    wheel = f"{tc.file} (sha256 {tc.sha256})"
+    if not (with_slim and tc.slim):
+        return f"put {wheel} in a directory and pass --mirror DIR"
+    return (
+        f"put {wheel} or its slim archive {tc.slim.file} (sha256 {tc.slim.sha256}; "
+        "`hermetic toolchain slim --output DIR` makes it where the wheel can be fetched) "
+        "in a directory and pass --mirror DIR"
+    )
+
+
+def _download(cache_dir: Path, tc: Toolchain, use_urls: bool, log: Log, pip: Sequence[str] | None,
+              with_slim: bool) -> Path:
     if not use_urls:
+        files = f"neither {tc.file} nor {tc.slim.file} is" if with_slim and tc.slim else f"{tc.file} is"
         raise SourceError(
             f"the pinned toolchain {tc.package} {tc.version} is not in the cache",
-            f"{tc.file} is in no mirror directory and downloads are off (--no-urls / HERMETIC_USE_URLS=0)",
-            f"put {tc.file} (sha256 {tc.sha256}) in a directory and pass --mirror DIR, "
-            f"or allow downloads so that `pip download --no-deps {tc.package}=={tc.version}` can fetch it",
+            f"{files} in a mirror directory and downloads are off (--no-urls / HERMETIC_USE_URLS=0)",
+            f"{_carry_hint(tc, with_slim)}, or allow downloads so that "
+            f"`pip download --no-deps {tc.package}=={tc.version}` can fetch it",
         )
     tmp_root = cache_dir / "toolchains"
     tmp_root.mkdir(parents=True, exist_ok=True)
@@ -290,9 +355,24 @@ def fetch(
                 f"cannot download the pinned toolchain {tc.package} {tc.version} from PyPI",
                 f"`{shlex.join(argv[:8])} …` exited with {proc.returncode}: "
                 + " ".join(proc.stdout.strip().splitlines()[-3:]),
-                f"download {tc.file} (sha256 {tc.sha256}) where PyPI is reachable and pass its directory with --mirror",
+                f"{_carry_hint(tc, with_slim)} (fetch it where PyPI is reachable)",
             )
         return admit(cache_dir, tc, got, f"pypi:{tc.package}=={tc.version}", move=True)
+
+
+def fetch(
+    cache_dir: Path,
+    tc: Toolchain,
+    mirrors: Iterable[Path] = (),
+    use_urls: bool = True,
+    log: Log = null_log,
+    pip: Sequence[str] | None = None,
+) -> Path:
+    """The verified wheel of `tc`: from the cache, else a mirror directory, else PyPI (pip download)."""
+    if tc.kind != "zig":
+        raise UsageError(f"toolchain {tc.name} is not fetched", "it is the machine's compiler", "")
+    hit = _wheel_nearby(cache_dir, tc, mirrors, log)
+    return hit if hit is not None else _download(cache_dir, tc, use_urls, log, pip, with_slim=False)
 
 
 # --- unpack: only what building for the pinned Linux targets needs -----------------------
@@ -387,26 +467,34 @@ def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
     return d if mark.get("tree") == _unpacked_digest(d) else None
 
 
-def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> Path:
-    """Unpack the wheel's selected entries into the cache (temp dir, then an atomic rename)."""
+def _write_file(tmp: Path, rel: str, src: IO[bytes], executable: bool) -> None:
+    target = tmp / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    os.chmod(target, 0o755 if executable else 0o644)
+
+
+def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Callable[[Path], int]) -> Path:
+    """Fill a temp dir beside the unpacked tree's place, mark it, and rename it there atomically.
+
+    Wheel and slim archive both come through here, so their trees and markers are alike; the
+    marker's `from` says which file it was.
+    """
     dest = unpacked_dir(cache_dir, tc)
-    if unpacked(cache_dir, tc):
-        return dest
-    if file_sha256(wheel) != tc.sha256:
-        raise SourceError(f"{wheel} does not match its pinned digest", "", f"remove {wheel.parent} and fetch again")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
-        members = _members(wheel, tc.arches)
-        log(f"toolchain: unpacking {len(members)} entries of {tc.file}")
-        with zipfile.ZipFile(wheel) as z:
-            for m in members:
-                target = tmp / m.rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(m.info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                os.chmod(target, 0o755 if m.executable else 0o644)
-        mark = {"sha256": tc.sha256, "file": tc.file, "entries": len(members), "tree": _unpacked_digest(tmp)}
+        entries = fill(tmp)
+        if not (tmp / "zig").is_file():
+            raise SourceError(f"{origin['file']} holds no zig binary at its root", "not a zig toolchain",
+                              "check toolchains.yml")
+        # Directories 0755 whatever the umask: the tree digest holds their modes.
+        for dirpath, _, _ in os.walk(tmp):
+            if dirpath != str(tmp):
+                os.chmod(dirpath, 0o755)
+        mark = {"sha256": tc.sha256, "file": tc.file, "entries": entries, "tree": _unpacked_digest(tmp),
+                "from": origin}
         (tmp / _MARK).write_text(json.dumps(mark) + "\n")
         shutil.rmtree(dest, ignore_errors=True)  # an incomplete earlier unpack
         os.replace(tmp, dest)
@@ -421,16 +509,138 @@ def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> 
     return dest
 
 
+def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> Path:
+    """Unpack the wheel's selected entries into the cache (temp dir, then an atomic rename)."""
+    dest = unpacked_dir(cache_dir, tc)
+    if unpacked(cache_dir, tc):
+        return dest
+    if file_sha256(wheel) != tc.sha256:
+        raise SourceError(f"{wheel} does not match its pinned digest", "", f"remove {wheel.parent} and fetch again")
+
+    def fill(tmp: Path) -> int:
+        members = _members(wheel, tc.arches)
+        log(f"toolchain: unpacking {len(members)} entries of {tc.file}")
+        with zipfile.ZipFile(wheel) as z:
+            for m in members:
+                with z.open(m.info) as src:
+                    _write_file(tmp, m.rel, src, m.executable)
+        return len(members)
+
+    return _install(cache_dir, tc, {"file": tc.file, "sha256": tc.sha256}, fill)
+
+
+def _tar_kind(info: tarfile.TarInfo) -> str:
+    if info.issym():
+        return "a symbolic link"
+    if info.islnk():
+        return "a hard link"
+    if info.ischr() or info.isblk():
+        return "a device node"
+    if info.isfifo():
+        return "a FIFO"
+    return f"an entry of tar type {info.type!r}"
+
+
+def _slim_rel(archive: Path, info: tarfile.TarInfo, root: str) -> str | None:
+    """The path below `root/` where a member of the slim archive goes; None for `root/` itself.
+
+    Refuses what could land outside the unpacked directory or be anything but plain data:
+    the archive is pinned, but a wrong pin must not be able to write elsewhere.
+    """
+    name = info.name.rstrip("/") if info.isdir() else info.name
+    parts = name.split("/")
+
+    def refuse(why: str) -> SourceError:
+        return SourceError(
+            f"{archive.name} holds an unsafe entry {info.name!r}", why,
+            f"remove {archive} and derive the slim archive again from the wheel (`hermetic toolchain slim`)",
+        )
+
+    if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise refuse("an absolute path or an empty, `.` or `..` component")
+    if parts[0] != root:
+        raise refuse(f"not under the archive's root directory {root}/")
+    if not (info.isreg() or info.isdir()):
+        raise refuse(f"{_tar_kind(info)}: a toolchain archive holds only regular files and directories")
+    if len(parts) == 1:
+        if info.isdir():
+            return None
+        raise refuse(f"{root} must be a directory")
+    rel = "/".join(parts[1:])
+    if rel == _MARK:
+        raise refuse("the name of hermetic's own marker file")
+    return rel
+
+
+def _fill_from_slim(archive: Path, root: str, tmp: Path) -> int:
+    files = 0
+    seen: set[str] = set()
+    try:
+        # A stream: each member is checked before anything of it is written, and no link is ever made.
+        with lzma.open(archive, "rb") as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
+            for info in tar:
+                rel = _slim_rel(archive, info, root)
+                if rel is None:
+                    continue
+                if rel in seen:
+                    raise SourceError(f"{archive.name} holds {info.name!r} twice", "", "derive it again")
+                seen.add(rel)
+                if info.isdir():
+                    (tmp / rel).mkdir(parents=True, exist_ok=True)
+                    continue
+                src = tar.extractfile(info)
+                if src is None:  # isreg() members always have data; kept for the type checker
+                    raise SourceError(f"cannot read {info.name!r} in {archive.name}", "", "derive it again")
+                _write_file(tmp, rel, src, bool(info.mode & 0o111))
+                files += 1
+            # tar stops at its end marker; reading xz to its end checks its index and checksums too
+            while xz.read(1 << 20):
+                pass
+    except (tarfile.TarError, EOFError, lzma.LZMAError, FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+        raise SourceError(f"cannot unpack {archive.name}", f"truncated, corrupt or inconsistent: {exc}",
+                          f"remove {archive} and derive it again (`hermetic toolchain slim`)") from exc
+    return files
+
+
+def unpack_slim(cache_dir: Path, tc: Toolchain, archive: Path, log: Log = null_log) -> Path:
+    """Unpack the verified slim archive: the same directory, tree and digest as `unpack` of the wheel."""
+    if tc.slim is None:
+        raise UsageError(f"toolchain {tc.name} pins no slim archive", "", "add `slim:` to toolchains.yml")
+    slim = tc.slim
+    dest = unpacked_dir(cache_dir, tc)
+    if unpacked(cache_dir, tc):
+        return dest
+    if file_sha256(archive) != slim.sha256:
+        raise SourceError(f"{archive} does not match its pinned digest", f"expected sha256 {slim.sha256}",
+                          f"remove {archive} and fetch it again")
+    log(f"toolchain: unpacking {slim.file}")
+    root = f"{tc.name}-{tc.version}"
+    return _install(cache_dir, tc, {"file": slim.file, "sha256": slim.sha256},
+                    lambda tmp: _fill_from_slim(archive, root, tmp))
+
+
 def ensure(
     cache_dir: Path, tc: Toolchain, mirrors: Iterable[Path] = (), use_urls: bool = True, log: Log = null_log
 ) -> Path | None:
-    """The unpacked zig tree, fetched and unpacked as needed; None for the host toolchain."""
+    """The unpacked zig tree, fetched and unpacked as needed; None for the host toolchain.
+
+    Sources in order: the unpacked tree, the wheel (cache, mirrors), the slim archive (cache,
+    mirrors), then PyPI. The wheel comes first because it is what the identity names; the slim
+    archive is for machines that cannot download it.
+    """
     if tc.kind == "host":
         return None
     done = unpacked(cache_dir, tc)
     if done is not None:
         return done
-    return unpack(cache_dir, tc, fetch(cache_dir, tc, mirrors, use_urls, log), log)
+    mirrors = tuple(mirrors)
+    wheel = _wheel_nearby(cache_dir, tc, mirrors, log)
+    if wheel is None:
+        slim = slim_nearby(cache_dir, tc, mirrors, log)
+        if slim is not None:
+            return unpack_slim(cache_dir, tc, slim, log)
+        wheel = _download(cache_dir, tc, use_urls, log, None, with_slim=True)
+    return unpack(cache_dir, tc, wheel, log)
 
 
 # --- per build: wrapper scripts and the Conan profile -----------------------------------
@@ -560,7 +770,9 @@ def slim_archive(wheel: Path, tc: Toolchain, dest_dir: Path, log: Log = null_log
         dirs |= {"/".join(parts[: i + 1]) for i in range(len(parts))}
     names: list[tuple[str, _Member | None]] = [(d, None) for d in dirs]
     names = sorted(names + [(m.rel, m) for m in members], key=lambda x: x[0])
-    log(f"toolchain: writing {len(members)} files to {dest.name}")
+    total = sum(m.info.file_size for m in members)
+    log(f"toolchain: writing {len(members)} files ({total / 1e6:.0f} MB) to {dest.name}, single-threaded xz")
+    done, shown = 0, 0
     try:
         with zipfile.ZipFile(wheel) as z, lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=6) as xz:
             with tarfile.open(fileobj=xz, mode="w", format=tarfile.GNU_FORMAT) as tar:
@@ -573,6 +785,11 @@ def slim_archive(wheel: Path, tc: Toolchain, dest_dir: Path, log: Log = null_log
                     info = entry(f"{root}/{rel}", tarfile.REGTYPE, mode, member.info.file_size)
                     with z.open(member.info) as src:
                         tar.addfile(info, src)
+                    done += member.info.file_size
+                    # the real wheel takes about 15 minutes: say where it is every tenth
+                    if total and done * 10 // total > shown:
+                        shown = done * 10 // total
+                        log(f"toolchain: {shown * 10}% of {dest.name} written")
         os.replace(tmp, dest)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

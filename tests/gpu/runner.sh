@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# GPU runner: on a CUDA machine without network, build the `nvptx` LLVM variant
-# from the pruned source archive, check its test_package PTX with ptxas, build
-# the tilec wheel against it offline, install the wheel into a fresh venv, run
-# the gpu test tier, and write one JSON report (always, also when a step fails).
+# GPU runner: on a CUDA machine without network, build the `support` and the `nvptx`
+# LLVM variants from the pruned source archive with the pinned toolchain, check the
+# test_package PTX with ptxas, build the tilec wheel against nvptx offline, install
+# the wheel into a fresh venv, run the gpu test tier, and write one JSON report
+# (always, also when a step fails).
 #
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
+#                            [--toolchain NAME] [--mirror DIR]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -17,8 +19,21 @@
 #                 pure-Python needs that the machine lacks)                       (.whl)
 #   --no-pack     do not tar the install tree (HERMETIC_RUNNER_PACK=0)
 #   --variant     LLVM variant (nvptx; another is only useful to try the runner itself)
+#   --toolchain   the compiler, a name in toolchain/toolchains.yml: zig or host   (its `default:`)
+#   --mirror      where the pinned toolchain is found: the zig wheel or its slim
+#                 archive (the runner has no network)                             (.zig, if there)
 #
-# Outputs in --out: report.json, junit.xml, record.json, kernel.sm_80.ptx, the wheel,
+# Carrying the zig toolchain: the 101 MB wheel is too big for a device call, its 46 MB slim
+# archive is not. Where the wheel can be fetched, `hermetic toolchain slim --output .zig`
+# writes the archive (checked against its pin in toolchains.yml) and slim.json into .zig/
+# (git-ignored); carry .zig with the checkout and run with --toolchain zig.
+#
+# The `support` variant is built first from the same (nvptx-pruned) archive: it needs only
+# LLVMSupport, Demangle and the X86 target's configure, which that archive holds (its inputs
+# digest names that archive, its tree digest does not): the tree digest a `support` build
+# elsewhere with the same toolchain can be compared with.
+#
+# Outputs in --out: report.json, junit.xml, record.json, support-record.json, kernel.sm_80.ptx, the wheel,
 # llvm-$VARIANT-install.tar.xz.part-NN (15 MiB each; `cat` them to reassemble), and
 # `done` (the exit code), written last. Exit code: 0 when every step passed.
 set -uo pipefail
@@ -35,9 +50,12 @@ WHEELHOUSE=${HERMETIC_RUNNER_WHEELHOUSE:-}
 WHEELS=${HERMETIC_RUNNER_WHEELS:-$REPO/.whl}
 PACK=${HERMETIC_RUNNER_PACK:-1}
 VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
+TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, resolved below
+MIRROR=${HERMETIC_RUNNER_MIRROR:-}
+[[ -z $MIRROR && -d $REPO/.zig ]] && MIRROR=$REPO/.zig
 PART_SIZE=15M
 
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --source) SOURCE=$2; shift 2 ;;
@@ -48,6 +66,8 @@ while (($#)); do
     --wheels) WHEELS=$2; shift 2 ;;
     --no-pack) PACK=0; shift ;;
     --variant) VARIANT=$2; shift 2 ;;
+    --toolchain) TOOLCHAIN=$2; shift 2 ;;
+    --mirror) MIRROR=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
   esac
@@ -55,7 +75,8 @@ done
 
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
-rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" "$WORK/logs"
+rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
+  "$OUT/record.json" "$OUT/support-record.json" "$WORK/logs"
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
 SITE="$WORK/site"            # carried wheels (conan) go here
@@ -142,11 +163,11 @@ export PYTHONPATH="$REPO/src:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 hermetic() { "$PY" -m hermetic "$@"; }
 
 if ! step install-wheels install_wheels; then
-  for s in build-llvm ptxas wheel venv gpu-tests pack; do skip "$s" "install-wheels failed"; done
+  for s in build-support build-llvm ptxas wheel venv gpu-tests pack; do skip "$s" "install-wheels failed"; done
   exit 1
 fi
 
-# --- 2. LLVM nvptx from the pruned archive, offline ------------------------------------------
+# --- 2. LLVM support, then nvptx, from the pruned archive, offline ------------------------------
 OFFLINE=require
 if unshare --net -- true 2>/dev/null || unshare --user --map-root-user --net -- true 2>/dev/null; then
   fact OFFLINE_FALLBACK ""
@@ -161,14 +182,46 @@ if [[ -f $SOURCE ]]; then
   fact SOURCE_SIZE "$(stat -c %s "$SOURCE")"
 fi
 
-build_llvm() {
-  hermetic build llvm --variant "$VARIANT" --source "$SOURCE" --jobs "$JOBS" --offline "$OFFLINE" \
-    --work-dir "$HW" --cache "$WORK/cache" --no-apt --no-urls
+# The toolchain and where it comes from, the same for every build step.
+if [[ -z $TOOLCHAIN ]]; then
+  TOOLCHAIN=$("$PY" -c 'import sys; from pathlib import Path; from hermetic import toolchain
+print(toolchain.load(Path(sys.argv[1])).default)' "$REPO/toolchain") || TOOLCHAIN=""
+fi
+fact TOOLCHAIN "$TOOLCHAIN"
+fact MIRROR "$MIRROR"
+TC_ARGS=()
+[[ -n $TOOLCHAIN ]] && TC_ARGS+=(--toolchain "$TOOLCHAIN")
+[[ -n $MIRROR ]] && TC_ARGS+=(--mirror "$MIRROR")
+# cmake and ninja from the pinned wheelhouse once `build llvm` takes --wheelhouse (until then, the machine's).
+BUILD_ARGS=("${TC_ARGS[@]}")
+if [[ -n $WHEELHOUSE ]] && hermetic build llvm --help 2>/dev/null | grep -q -- --wheelhouse; then
+  BUILD_ARGS+=(--wheelhouse "$WHEELHOUSE")
+  fact BUILD_WHEELHOUSE "$WHEELHOUSE"
+fi
+say "toolchain ${TOOLCHAIN:-(default)}, mirror ${MIRROR:-none}, build args: ${BUILD_ARGS[*]}"
+
+# build_variant NAME: one LLVM variant from the carried archive.
+build_variant() {
+  hermetic build llvm --variant "$1" --source "$SOURCE" --jobs "$JOBS" --offline "$OFFLINE" \
+    --work-dir "$HW" --cache "$WORK/cache" --no-apt --no-urls "${BUILD_ARGS[@]}"
 }
+# show_build_log NAME STEP: the end of a failed build's log, in the step's log too.
+show_build_log() {
+  tail -n 80 "$HW/llvm/$1/build.log" 2>/dev/null | sed 's/^/  build.log: /' | tee -a "$WORK/logs/$2.log"
+}
+
+# support first: minutes, and evidence of its own (a tree digest to compare across machines).
+if step build-support build_variant support; then
+  cp "$HW/llvm/support/record.json" "$OUT/support-record.json"
+else
+  show_build_log support build-support
+fi
+
+build_llvm() { build_variant "$VARIANT"; }
 RECORD="$HW/llvm/$VARIANT/record.json"
 PTX="$HW/llvm/$VARIANT/test_package/kernel.sm_80.ptx"
 if ! step build-llvm build_llvm; then
-  tail -n 80 "$HW/llvm/$VARIANT/build.log" 2>/dev/null | sed 's/^/  build.log: /' | tee -a "$WORK/logs/build-llvm.log"
+  show_build_log "$VARIANT" build-llvm
   skip ptxas "build-llvm failed"; skip wheel "build-llvm failed"; skip venv "build-llvm failed"
   skip gpu-tests "build-llvm failed"; skip pack "build-llvm failed"
   exit 1
@@ -213,7 +266,7 @@ build_wheel() {
   local extra=()
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
   hermetic wheel "$REPO/src/compiler" --llvm "$PREFIX" --output "$DIST" --offline "$OFFLINE" \
-    --work-dir "$HW" --cache "$WORK/cache" --jobs "$JOBS" "${extra[@]}" || return 1
+    --work-dir "$HW" --cache "$WORK/cache" --jobs "$JOBS" "${TC_ARGS[@]}" "${extra[@]}" || return 1
   cp "$DIST/wheel-record.json" "$OUT/" 2>/dev/null
   shopt -s nullglob
   local w=("$DIST"/*.whl)

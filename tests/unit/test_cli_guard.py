@@ -62,10 +62,17 @@ CASES = [
     "wheel --llvm {missing} --work-dir {tmp}/w",
     "wheel --llvm {file} --work-dir {tmp}/w",
     "wheelhouse --dest {under_file} --no-urls",
+    "toolchain slim --toolchain host --work-dir {tmp}/w",
+    "toolchain slim --toolchain nosuch --work-dir {tmp}/w",
+    "toolchain slim --cache {file}",
+    "toolchain slim --no-urls --output {tmp}/slim",
+    "toolchain slim --no-urls --output {under_file}",
+    "toolchain list --root {missing}",
     "--variant nosuch build llvm",
     "build",
     "source",
     "image",
+    "toolchain",
 ]
 
 

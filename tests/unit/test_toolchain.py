@@ -303,6 +303,330 @@ def test_slim_archive_refuses_an_unverified_wheel(tmp_path: Path, fake: tuple[to
     assert not (tmp_path / "out").exists()
 
 
+# --- the slim archive as a pinned input -----------------------------------------------------
+
+
+@pytest.fixture
+def slim(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> tuple[toolchain.Toolchain, Path, Path]:
+    """The fake toolchain pinning the slim archive derived from its wheel; (tc, wheel, slim archive)."""
+    tc, wheel = fake
+    meta = toolchain.slim_archive(wheel, tc, tmp_path / "slim")
+    pin = toolchain.SlimPin(meta["file"], meta["sha256"], meta["size"])
+    return replace(tc, slim=pin), wheel, tmp_path / "slim" / meta["file"]
+
+
+def files_in(d: Path) -> list[Path]:
+    return [p for p in d.rglob("*") if p.is_file()] if d.exists() else []
+
+
+def test_real_data_pins_the_slim_archive_outside_the_identity() -> None:
+    zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    assert zig.slim is not None and zig.slim.file == toolchain.slim_name(zig) == "zig-0.17.1-linux-aarch64-x86_64-slim.tar.xz"
+    assert len(zig.slim.sha256) == 64 and zig.slim.size > 0
+    # how the tree arrives is not what the builds are: the identity (inputs digests) ignores the pin
+    assert replace(zig, slim=None).identity() == zig.identity() and replace(zig, slim=None).digest() == zig.digest()
+    assert not any(zig.slim.sha256 in v for v in zig.identity().values())
+    assert toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17").slim == zig.slim
+
+
+@pytest.mark.parametrize(
+    ("slim_yaml", "why"),
+    [
+        ("slim: zig.tar.xz", "exactly file, sha256 and size"),
+        ("slim: {file: F, sha256: S}", "exactly file, sha256 and size"),
+        ("slim: {file: F, sha256: S, size: 1, url: x}", "exactly file, sha256 and size"),
+        ("slim: {file: F, sha256: abc, size: 1}", "64 hex"),
+        ("slim: {file: F, sha256: S, size: -4}", "positive"),
+        ("slim: {file: F, sha256: S, size: '12'}", "positive"),
+        ("slim: {file: F, sha256: S, size: true}", "positive"),
+        ("slim: {file: zig-0.17.1-slim.tar.xz, sha256: S, size: 1}", "derived from name, version and arches"),
+    ],
+)
+def test_malformed_slim_pin_is_refused(tmp_path: Path, slim_yaml: str, why: str) -> None:
+    real = (ROOT / "toolchain" / "toolchains.yml").read_text()
+    start, end = real.index("    slim:\n"), real.index("  host:\n")
+    good = "zig-0.17.1-linux-aarch64-x86_64-slim.tar.xz"
+    text = real[:start] + "    " + slim_yaml.replace("file: F", f"file: {good}").replace("S", "a" * 64) + "\n" + real[end:]
+    with pytest.raises(UsageError) as err:
+        toolchain.load(write_data(tmp_path, text))
+    assert "malformed toolchain data" in err.value.what and why in err.value.why
+
+
+def test_wheel_and_slim_archive_unpack_to_the_same_tree(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]
+) -> None:
+    tc, wheel, archive = slim
+    from_wheel = toolchain.ensure(tmp_path / "a", tc, [wheel.parent], use_urls=False)
+    from_slim = toolchain.ensure(tmp_path / "b", tc, [archive.parent], use_urls=False)
+    assert from_wheel is not None and from_slim is not None
+    assert from_wheel.relative_to(tmp_path / "a") == from_slim.relative_to(tmp_path / "b")
+    assert toolchain._unpacked_digest(from_wheel) == toolchain._unpacked_digest(from_slim)
+    assert toolchain.unpacked(tmp_path / "b", tc) == from_slim
+    marks = [json.loads((d / ".hermetic-unpacked.json").read_text()) for d in (from_wheel, from_slim)]
+    assert marks[0]["tree"] == marks[1]["tree"] and marks[0]["entries"] == marks[1]["entries"]
+    assert marks[0]["from"] == {"file": tc.file, "sha256": tc.sha256}
+    assert marks[1]["from"] == {"file": archive.name, "sha256": tc.slim.sha256 if tc.slim else ""}
+    # the slim archive was admitted into the cache; the wheel never reached that one
+    assert toolchain.slim_cache_path(tmp_path / "b", tc).read_bytes() == archive.read_bytes()
+    assert not toolchain.cache_path(tmp_path / "b", tc).exists()
+    assert [p.name for p in from_slim.parent.iterdir()] == [from_slim.name]  # no temp dir left
+
+
+def test_the_tree_does_not_depend_on_the_umask(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+    import os
+
+    tc, wheel, archive = slim
+    old = os.umask(0o077)
+    try:
+        a = toolchain.ensure(tmp_path / "a", tc, [wheel.parent], use_urls=False)
+    finally:
+        os.umask(old)
+    b = toolchain.ensure(tmp_path / "b", tc, [archive.parent], use_urls=False)
+    assert a is not None and b is not None
+    assert (a / "lib").stat().st_mode & 0o777 == 0o755
+    assert toolchain._unpacked_digest(a) == toolchain._unpacked_digest(b)
+
+
+def test_unpack_slim_checks_the_digest_itself(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+    tc, _, archive = slim
+    archive.write_bytes(archive.read_bytes() + b"\0")
+    with pytest.raises(SourceError, match="does not match its pinned digest"):
+        toolchain.unpack_slim(tmp_path / "cache", tc, archive)
+    assert files_in(tmp_path / "cache") == []
+
+
+def test_a_cached_slim_archive_serves_without_a_mirror(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+    tc, _, archive = slim
+    cache = tmp_path / "cache"
+    root = toolchain.ensure(cache, tc, [archive.parent], use_urls=False)
+    assert root is not None
+    (root / "zig").write_text("changed\n")  # the tree is checked on use, so this unpacks again
+    log: list[str] = []
+    assert toolchain.ensure(cache, tc, [], use_urls=False, log=log.append) == root
+    assert toolchain.unpacked(cache, tc) == root and "changed" not in (root / "zig").read_text()
+    assert any("already cached" in m and archive.name in m for m in log)
+
+
+def test_the_wheel_comes_first_when_both_are_there(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+    tc, wheel, archive = slim
+    root = toolchain.ensure(tmp_path / "cache", tc, [archive.parent, wheel.parent], use_urls=False)
+    assert root is not None
+    assert json.loads((root / ".hermetic-unpacked.json").read_text())["from"]["file"] == tc.file
+
+
+def test_a_tampered_slim_archive_is_refused_and_leaves_nothing(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]
+) -> None:
+    tc, _, archive = slim
+    assert tc.slim is not None
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 1
+    archive.write_bytes(bytes(data))
+    cache = tmp_path / "cache"
+    with pytest.raises(SourceError) as err:
+        toolchain.ensure(cache, tc, [archive.parent], use_urls=False)
+    assert "does not match its pinned digest" in err.value.what and archive.name in err.value.what
+    assert tc.slim.sha256 in err.value.why
+    assert files_in(cache) == []
+    assert not (cache / "toolchains" / "unpacked").exists() or not any((cache / "toolchains" / "unpacked").iterdir())
+    # a damaged copy already in the cache is removed, never unpacked
+    dest = toolchain.slim_cache_path(cache, tc)
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match="not in the cache"):
+        toolchain.ensure(cache, tc, [], use_urls=False)
+    assert files_in(cache) == []
+
+
+def test_nothing_found_names_both_files(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+    tc, _, _ = slim
+    assert tc.slim is not None
+    with pytest.raises(SourceError) as err:
+        toolchain.ensure(tmp_path / "cache", tc, [tmp_path / "empty"], use_urls=False)
+    text = err.value.why + err.value.fix
+    for needle in (tc.file, tc.sha256, tc.slim.file, tc.slim.sha256, "--mirror", "hermetic toolchain slim --output"):
+        assert needle in text, needle
+    # fetch is the wheel alone (what `toolchain slim` needs): the slim archive is no way out there
+    with pytest.raises(SourceError) as err:
+        toolchain.fetch(tmp_path / "cache", tc, [], use_urls=False)
+    assert tc.slim.file not in err.value.why + err.value.fix
+
+
+def _tar_entry(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", **attrs: object) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.mode = kind, len(data), 0o644
+    for k, v in attrs.items():
+        setattr(info, k, v)
+    return info, data
+
+
+def _write_slim(path: Path, entries: list[tuple[tarfile.TarInfo, bytes]]) -> str:
+    import io
+    import lzma
+
+    with lzma.open(path, "wb", format=lzma.FORMAT_XZ) as xz, tarfile.open(fileobj=xz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+GOOD = [
+    _tar_entry("zig-0.17.1", tarfile.DIRTYPE, mode=0o755),
+    _tar_entry("zig-0.17.1/LICENSE", data=b"license\n"),
+    _tar_entry("zig-0.17.1/lib", tarfile.DIRTYPE, mode=0o755),
+    _tar_entry("zig-0.17.1/lib/a.h", data=b"a\n"),
+    _tar_entry("zig-0.17.1/zig", data=b"#!/bin/sh\n", mode=0o755),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (_tar_entry("zig-0.17.1/lib/evil", tarfile.SYMTYPE, linkname="/etc"), "symbolic link"),
+        (_tar_entry("zig-0.17.1/lib/zig2", tarfile.LNKTYPE, linkname="zig-0.17.1/zig"), "hard link"),
+        (_tar_entry("zig-0.17.1/lib/null", tarfile.CHRTYPE, devmajor=1, devminor=3), "device node"),
+        (_tar_entry("zig-0.17.1/lib/pipe", tarfile.FIFOTYPE), "FIFO"),
+        (_tar_entry("zig-0.17.1/../evil", data=b"x"), "`..`"),
+        (_tar_entry("zig-0.17.1/lib/../../evil", data=b"x"), "`..`"),
+        (_tar_entry("/tmp/evil", data=b"x"), "absolute"),
+        (_tar_entry("evil", data=b"x"), "root directory zig-0.17.1/"),
+        (_tar_entry("zig-0.17.2/evil", data=b"x"), "root directory zig-0.17.1/"),
+        (_tar_entry("zig-0.17.1/.hermetic-unpacked.json", data=b"{}"), "marker"),
+    ],
+)
+def test_a_slim_archive_with_an_unsafe_member_is_refused(
+    tmp_path: Path, fake: tuple[toolchain.Toolchain, Path], bad: tuple[tarfile.TarInfo, bytes], why: str
+) -> None:
+    tc, _ = fake
+    mirror = tmp_path / "mirror-slim"
+    mirror.mkdir()
+    archive = mirror / toolchain.slim_name(tc)
+    # the bad member last: what was written before it must go too
+    sha = _write_slim(archive, [*GOOD, bad])
+    tc = replace(tc, slim=toolchain.SlimPin(archive.name, sha, archive.stat().st_size))  # pinned, yet refused
+    cache = tmp_path / "cache"
+    with pytest.raises(SourceError) as err:
+        toolchain.ensure(cache, tc, [mirror], use_urls=False)
+    assert "unsafe entry" in err.value.what and why in err.value.why, err.value.render()
+    assert "hermetic toolchain slim" in err.value.fix
+    assert not any((cache / "toolchains" / "unpacked").iterdir())
+    assert not (tmp_path / "evil").exists() and not (cache / "toolchains" / "evil").exists()
+    # the same archive without the bad member unpacks: the refusal is about that member alone
+    sha = _write_slim(archive, GOOD)
+    tc = replace(tc, slim=toolchain.SlimPin(archive.name, sha, archive.stat().st_size))
+    root = toolchain.ensure(cache, tc, [mirror], use_urls=False)
+    assert root is not None and (root / "lib" / "a.h").read_text() == "a\n"
+    assert (root / "zig").stat().st_mode & 0o777 == 0o755 and (root / "LICENSE").stat().st_mode & 0o777 == 0o644
+
+
+# 12 bytes: only xz's footer is gone, every tar member still reads
+@pytest.mark.parametrize("cut", [12, 80])
+def test_a_slim_archive_without_zig_or_truncated_is_refused(
+    tmp_path: Path, fake: tuple[toolchain.Toolchain, Path], cut: int
+) -> None:
+    tc, _ = fake
+    mirror = tmp_path / "m"
+    mirror.mkdir()
+    archive = mirror / toolchain.slim_name(tc)
+    sha = _write_slim(archive, GOOD[:-1])
+    cache = tmp_path / "cache"
+    with pytest.raises(SourceError, match="holds no zig"):
+        toolchain.ensure(cache, replace(tc, slim=toolchain.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
+    _write_slim(archive, GOOD)
+    archive.write_bytes(archive.read_bytes()[:-cut])
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    with pytest.raises(SourceError, match="cannot unpack"):
+        toolchain.ensure(cache, replace(tc, slim=toolchain.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
+    assert not any((cache / "toolchains" / "unpacked").iterdir())
+
+
+# --- `hermetic toolchain`: list and slim --------------------------------------------------
+
+
+def fake_root(tmp_path: Path, tc: toolchain.Toolchain, slim_sha: str, slim_size: int) -> Path:
+    """A checkout whose toolchains.yml pins the fake wheel and the given slim archive."""
+    real = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    assert real.slim is not None
+    text = (ROOT / "toolchain" / "toolchains.yml").read_text()
+    text = text.replace(real.file, tc.file).replace(real.sha256, tc.sha256)
+    text = text.replace(real.slim.sha256, slim_sha).replace(f"size: {real.slim.size}", f"size: {slim_size}")
+    root = tmp_path / "root"
+    (root / "toolchain").mkdir(parents=True)
+    (root / "toolchain" / "toolchains.yml").write_text(text)
+    return root
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
+    import os
+
+    from hermetic.cli.main import main
+
+    for key in [k for k in os.environ if k.startswith("HERMETIC_")]:
+        monkeypatch.delenv(key)
+    rc = main(list(argv))
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+def test_cli_toolchain_list(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rc, out, _ = run_cli(capsys, monkeypatch, "toolchain", "list", "--root", str(ROOT))
+    zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    assert rc == 0 and zig.slim is not None
+    assert out.startswith("zig: ziglang 0.17.1 (clang 22), target x86_64-linux-gnu.2.28, arches x86_64 aarch64")
+    assert f"wheel {zig.file}  sha256 {zig.sha256}" in out and f"slim  {zig.slim.file}  sha256 {zig.slim.sha256}" in out
+    assert "\nhost (default): " in out
+
+
+def test_cli_toolchain_slim_checks_the_pin(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tc, wheel, archive = slim
+    assert tc.slim is not None
+    common = ["--mirror", str(wheel.parent), "--no-urls", "--cache", str(tmp_path / "cache"), "--output", str(tmp_path / "o")]
+    root = fake_root(tmp_path, tc, tc.slim.sha256, tc.slim.size)
+    # no --toolchain: the zig toolchain that pins a slim archive, although host is the default
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common)
+    made = tmp_path / "o" / archive.name
+    assert rc == 0 and out.strip() == str(made) and made.read_bytes() == archive.read_bytes()
+    assert "matches its pin" in err and "100% of" in err
+    # a second run finds it there and derives nothing (no wheel needed)
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common[2:])
+    assert rc == 0 and "already there" in err and out.strip() == str(made)
+    # a pin that differs: an integrity failure naming both digests; the archive is kept
+    other = "b" * 64
+    root = fake_root(tmp_path / "x", tc, other, tc.slim.size)
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), *common)
+    assert rc == 8 and out == "" and "does not match its pin" in err
+    assert other in err and tc.slim.sha256 in err and made.is_file() and (tmp_path / "o" / "slim.json").is_file()
+
+
+def test_cli_toolchain_slim_without_a_pin_says_what_to_add(
+    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tc, wheel, archive = slim
+    assert tc.slim is not None
+    root = fake_root(tmp_path, tc, tc.slim.sha256, tc.slim.size)
+    yml = root / "toolchain" / "toolchains.yml"
+    text = yml.read_text()
+    yml.write_text(text[: text.index("    slim:\n")] + text[text.index("  host:\n"):])
+    rc, out, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(root), "--toolchain", "zig",
+                           "--mirror", str(wheel.parent), "--no-urls", "--cache", str(tmp_path / "c"),
+                           "--work-dir", str(tmp_path / "w"))
+    assert rc == 0 and out.strip() == str(tmp_path / "w" / "toolchains" / archive.name)
+    assert "pins no slim archive" in err and f"sha256: {tc.slim.sha256}" in err and f"size: {tc.slim.size}" in err
+
+
+def test_cli_toolchain_slim_of_host_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc, _, err = run_cli(capsys, monkeypatch, "toolchain", "slim", "--root", str(ROOT), "--toolchain", "host",
+                         "--work-dir", str(tmp_path / "w"))
+    assert rc == 2 and "host has no slim archive" in err and "--toolchain zig" in err
+    assert not (tmp_path / "w").exists()
+
+
 # --- per build: profile and wrappers --------------------------------------------------
 
 

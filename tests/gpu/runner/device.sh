@@ -8,7 +8,8 @@
 #   device.sh wait [WAIT_S]                     wait for the done marker; exit 0 when done, 3 when still running
 #   device.sh rerun [WAIT_S] [runner args...]   run runner.sh again from an updated snapshot (LLVM is skipped
 #                                               when its record still matches its inputs)
-#   device.sh collect main                      report, log, record, PTX, junit xml, wheel record, wheel -> $OUT
+#   device.sh collect main                      report, log, records (nvptx, support), PTX, junit xml,
+#                                               wheel record, wheel -> $OUT
 #   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
 set -uo pipefail
 
@@ -89,8 +90,8 @@ case $cmd in
       main)
         cp "$LOG" "$OUT/runner.log"
         shopt -s nullglob
-        copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/kernel.sm_80.ptx" \
-          "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl
+        copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/support-record.json" \
+          "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl
         ls -l "$OUT" "$RUN_OUT"
         ;;
       parts)

@@ -1,7 +1,7 @@
 """Write the GPU runner's JSON report from what runner.sh left in --out and --work.
 
 Reads steps.jsonl (one line per step), facts.env (KEY=VALUE), the LLVM build
-record, the pytest junit xml and the wheel; asks the machine for its GPU and
+records (nvptx and support), the unpacked toolchain's marker, the pytest junit xml and the wheel; asks the machine for its GPU and
 tool versions. Never fails on a missing piece: it records that the piece is
 missing instead, so a report exists whatever step broke.
 """
@@ -146,7 +146,8 @@ def llvm_summary(record_path: Path) -> dict[str, Any] | None:
     tree = rec.get("tree", {})
     files = tree.get("files", [])
     return {
-        "record": "reports/llvm-nvptx-record.json" if rec.get("variant") == "nvptx" else None,
+        # where the record is committed beside the report
+        "record": f"reports/llvm-{rec['variant']}-record.json" if rec.get("variant") in ("nvptx", "support") else None,
         "variant": rec.get("variant"),
         "version": rec.get("recipe", {}).get("version"),
         "prefix": rec.get("prefix"),
@@ -160,8 +161,56 @@ def llvm_summary(record_path: Path) -> dict[str, Any] | None:
         "jobs": rec.get("jobs"),
         "offline": rec.get("offline"),
         "toolchain": rec.get("toolchain"),
+        # the pinned compiler's identity (absent: a host build)
+        "toolchain_id": rec.get("toolchain_id") or {"name": "host", "kind": "host"},
         "source_archive": rec.get("source_archive"),
         "test_package": rec.get("test_package"),
+    }
+
+
+def variants(summaries: list[dict[str, Any] | None], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per built variant, the digests and times a reader compares across runs and machines."""
+    step_of = {"support": "build-support"}
+    walls = {s["name"]: s.get("wall_s") for s in steps}
+    out: dict[str, Any] = {}
+    for s in summaries:
+        if s is None or not s.get("variant"):
+            continue
+        name = s["variant"]
+        out[name] = {
+            "tree_digest": s["tree_digest"],
+            "inputs_digest": s["inputs_digest"],
+            "toolchain_id": s["toolchain_id"],
+            "wall_time_s": s["wall_time_s"],
+            "step_wall_s": walls.get(step_of.get(name, "build-llvm")),
+        }
+    return out
+
+
+def toolchain_used(facts: dict[str, str], work: Path) -> dict[str, Any]:
+    """What was asked for, and where the unpacked zig tree came from (the wheel or its slim archive)."""
+    unpacked = []
+    for mark in sorted((work / "cache" / "toolchains" / "unpacked").glob("*/.hermetic-unpacked.json")):
+        try:
+            data = json.loads(mark.read_text())
+        except (OSError, ValueError):
+            continue
+        unpacked.append({"dir": mark.parent.name, "tree": data.get("tree"), "wheel_sha256": data.get("sha256"),
+                         "from": data.get("from")})
+    slim = None
+    mirror = facts.get("MIRROR")
+    if mirror and (Path(mirror) / "slim.json").is_file():
+        try:
+            meta = json.loads((Path(mirror) / "slim.json").read_text())
+            slim = {k: meta.get(k) for k in ("file", "sha256", "size")}
+        except (OSError, ValueError):
+            slim = None
+    return {
+        "requested": facts.get("TOOLCHAIN") or None,
+        "mirror": mirror or None,
+        "mirror_slim": slim,
+        "build_wheelhouse": facts.get("BUILD_WHEELHOUSE") or None,
+        "unpacked": unpacked,
     }
 
 
@@ -273,6 +322,8 @@ def main() -> int:
             tail = log.read_text(errors="replace").splitlines()[-40:] if log.is_file() else []
             failures.append({"step": s["name"], "rc": s.get("rc"), "output_tail": tail})
     tests = junit(out / "junit.xml")
+    llvm = llvm_summary(out / "record.json")
+    llvm_support = llvm_summary(out / "support-record.json")
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "started": facts.get("STARTED"),
@@ -290,7 +341,10 @@ def main() -> int:
         "steps": steps,
         "step_wall_s": {s["name"]: s.get("wall_s") for s in steps},
         "source": source,
-        "llvm": llvm_summary(out / "record.json"),
+        "toolchain": toolchain_used(facts, work),
+        "llvm": llvm,
+        "llvm_support": llvm_support,
+        "variants": variants([llvm_support, llvm], steps),
         "ptxas_check": ptxas,
         "wheel_command_present": facts.get("HAVE_WHEEL_CMD") == "1",
         "wheelhouse": facts.get("WHEELHOUSE") or None,
@@ -301,7 +355,7 @@ def main() -> int:
     tmp = out / "report.json.tmp"
     tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out / "report.json")
-    print(json.dumps({k: report[k] for k in ("result", "exit_code", "failures", "step_wall_s")}, indent=2))
+    print(json.dumps({k: report[k] for k in ("result", "exit_code", "failures", "step_wall_s", "variants")}, indent=2))
     return 0
 
 

@@ -61,13 +61,16 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", REPO / "reports")))
     ap.add_argument("--base", type=Path, help="scratch directory (default: a new temporary one)")
+    ap.add_argument("--cache", help="hermetic's cache (default: its own default)")
+    ap.add_argument("--mirror", action="append", default=[], help="where the zig wheel or slim archive is")
     args, extra = ap.parse_known_args()
+    extra += [*(["--cache", args.cache] if args.cache else []), *(a for m in args.mirror for a in ("--mirror", m))]
     base = args.base or Path(tempfile.mkdtemp(prefix="hermetic-tcbench-"))
     zig_cache = base / "zig" / "zig-cache"
 
     # zig's runtime for the target, into the cache the zig build will find (work_dir/zig-cache)
-    settings = resolve({"work_dir": str(base / "zig"), **({"mirrors": [extra[extra.index("--mirror") + 1]]}
-                                                          if "--mirror" in extra else {})}, os.environ, REPO)
+    given = {"work_dir": str(base / "zig"), "mirrors": args.mirror or None, "cache_dir": args.cache}
+    settings = resolve({k: v for k, v in given.items() if v}, os.environ, REPO)
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig")
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, "--no-urls" not in extra)
     prep = toolchain.prepare(tc, zig_root, base / "prime", settings.toolchain_dir, zig_cache)

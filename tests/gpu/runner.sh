@@ -7,7 +7,7 @@
 #
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
-#                            [--toolchain NAME] [--mirror DIR]
+#                            [--toolchain NAME] [--mirror DIR] [--bench]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -22,6 +22,8 @@
 #   --toolchain   the compiler, a name in toolchain/toolchains.yml: zig or host   (its `default:`)
 #   --mirror      where the pinned toolchain is found: the zig wheel or its slim
 #                 archive (the runner has no network)                             (.zig, if there)
+#   --bench       last, bench/toolchain_build.py: `support` built with host and with zig
+#                 side by side (toolchain-build-support.json in --out)            (HERMETIC_RUNNER_BENCH=1)
 #
 # Carrying the zig toolchain: the 101 MB wheel is too big for a device call, its 46 MB slim
 # archive is not. Where the wheel can be fetched, `hermetic toolchain slim --output .zig`
@@ -49,6 +51,7 @@ WHEELHOUSE=${HERMETIC_RUNNER_WHEELHOUSE:-}
 [[ -z $WHEELHOUSE && -d $REPO/.carry/wheelhouse ]] && WHEELHOUSE=$REPO/.carry/wheelhouse
 WHEELS=${HERMETIC_RUNNER_WHEELS:-$REPO/.whl}
 PACK=${HERMETIC_RUNNER_PACK:-1}
+BENCH=${HERMETIC_RUNNER_BENCH:-0}
 VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
 TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, resolved below
 MIRROR=${HERMETIC_RUNNER_MIRROR:-}
@@ -65,6 +68,7 @@ while (($#)); do
     --wheelhouse) WHEELHOUSE=$2; shift 2 ;;
     --wheels) WHEELS=$2; shift 2 ;;
     --no-pack) PACK=0; shift ;;
+    --bench) BENCH=1; shift ;;
     --variant) VARIANT=$2; shift 2 ;;
     --toolchain) TOOLCHAIN=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
@@ -76,7 +80,7 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$WORK/logs"
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT/toolchain-build-support.json" "$WORK/logs"
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
 SITE="$WORK/site"            # carried wheels (conan) go here
@@ -347,6 +351,16 @@ pack() {
   (cd "$OUT" && sha256sum llvm-$VARIANT-install.tar.xz.part-* >"$OUT/llvm-$VARIANT-install.parts.sha256")
 }
 if ((PACK)); then step pack pack; else skip pack "--no-pack"; fi
+
+# --- 7. bench: the same variant with the host compiler and with zig, one after the other --------
+bench_toolchain() {
+  local extra=(--mirror "$MIRROR")
+  [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
+  rm -rf "$WORK/bench"
+  "$PY" "$REPO/bench/toolchain_build.py" --variant support --source "$SOURCE" --jobs "$JOBS" --out "$OUT" \
+    --base "$WORK/bench" --cache "$WORK/cache" "${extra[@]}" --offline "$OFFLINE" --no-urls --no-apt
+}
+if ((BENCH)); then step bench-toolchain bench_toolchain; fi
 
 ((FAILED)) && exit 1
 exit 0

@@ -351,6 +351,8 @@ def main() -> int:
         "wheel": wheel,
         "tests": tests,
         "install_tree_archive": pack,
+        # bench/toolchain_build.py's result when the runner ran with --bench
+        "bench_toolchain": json.loads(bench.read_text()) if (bench := out / "toolchain-build-support.json").is_file() else None,
     }
     tmp = out / "report.json.tmp"
     tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -8,6 +8,13 @@ environment, a pinned scikit-build-core build dir, prefix maps and
 toolchain/reproducible.cmake; the result is re-packed by our own code
 (sorted entries, fixed timestamps and modes, RECORD regenerated last) and
 tagged with the platform auditwheel vouches for.
+
+The compiler is the LLVM tree's (its build record's `toolchain_id`): a static LLVM built with
+zig links zig's libc++ and can only be linked by objects of the same zig. A zig build gets the
+generated wrappers as CC/CXX/AR/RANLIB, its extension is checked to be self-contained (no shared
+C++ runtime, nothing of it exported, glibc within the floor, no debug info) and the wheel is tagged
+with the floor's manylinux tag by `auditwheel repair --plat`, which refuses what the policy does not
+allow.
 """
 
 from __future__ import annotations
@@ -183,9 +190,10 @@ def find_llvm_build(prefix: Path, work_dir: Path) -> tuple[Path, record.BuildRec
 def find_llvm_record(prefix: Path, work_dir: Path) -> record.LLVMRecordRef | None:
     """A reference to the hermetic build record whose install tree holds this prefix, if there is one."""
     found = find_llvm_build(prefix, work_dir)
-    if found is None:
-        return None
-    path, rec = found
+    return _record_ref(*found) if found else None
+
+
+def _record_ref(path: Path, rec: record.BuildRecord) -> record.LLVMRecordRef:
     return record.LLVMRecordRef(str(path), rec.variant, rec.inputs_digest, rec.tree.digest)
 
 
@@ -520,14 +528,10 @@ def plan(
     toolchain_file = settings.toolchain_dir / "reproducible.cmake"
     if not toolchain_file.is_file():
         raise RecipeError(f"{toolchain_file} is missing", "it makes CMake builds reproducible", "restore it from git")
-    ref = None
-    if found:
-        path, rec = found
-        ref = record.LLVMRecordRef(str(path), rec.variant, rec.inputs_digest, rec.tree.digest)
     return WheelJob(
         project=proj, llvm=llvm, output=(output or settings.work_dir / "wheels").absolute(), wheelhouse=wh,
         requirements=reqs, recipe=wr, epoch=llvm_rec.source_date_epoch, toolchain_file=toolchain_file,
-        toolchain=tc, python=interp, llvm_record=ref,
+        toolchain=tc, python=interp, llvm_record=_record_ref(*found) if found else None,
     )
 
 

@@ -748,7 +748,8 @@ def _auditwheel_repair(
             f"repro: {exc.repro}",
         ) from exc
     out = sorted(dest.glob("*.whl"))
-    if len(out) != 1 or not WheelName.parse(out[0].name).platform.startswith(plat):
+    # auditwheel names a policy with its aliases (manylinux2014_x86_64.manylinux_2_17_x86_64): one of them must be plat
+    if len(out) != 1 or plat not in WheelName.parse(out[0].name).platform.split("."):
         raise BuildError(f"auditwheel repair --plat {plat} wrote {[p.name for p in out]}", "expected one wheel of that tag",
                          f"see {log_path}")
     return out[0]

@@ -17,7 +17,7 @@ import pytest
 
 from hermetic import attest, provenance, record, sbom, toolchain, verify, wheel, wheelfile
 from hermetic.cli import main as cli_main
-from hermetic.errors import ExitCode, UsageError, VerifyError
+from hermetic.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
 from hermetic.settings import Settings
 from schemas import cyclonedx
 from schemas.examples import PREFIX, ZIG_ID, fake_llvm_build, fake_wheel, settings
@@ -324,3 +324,32 @@ def test_verify_rebuilds_a_wheel_with_its_recorded_toolchain(tmp_path: Path, mon
     with pytest.raises(VerifyError, match="not the one the artifact was built with"):
         verify.verify_wheel(settings(tmp_path), other, verify.Report(str(other), "wheel", tmp_path / "r2"), lambda m: None)
     assert len(seen) == 1
+
+
+def _fake_auditwheel(tmp_path: Path, body: str) -> str:
+    tool = tmp_path / "auditwheel"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_auditwheel_repair_sets_the_tag_or_says_why_not(tmp_path: Path) -> None:
+    raw = tmp_path / "p-0.1.0-cp311-cp311-linux_x86_64.whl"
+    raw.write_bytes(b"")
+    env = {"PATH": "/usr/bin:/bin"}
+    # auditwheel names a policy with its alias: the 2.17 floor's wheel is manylinux2014 too
+    writes = _fake_auditwheel(tmp_path, ': > "$8/p-0.1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"\n')
+    got = wheel._auditwheel_repair(writes, raw, "manylinux_2_17_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+    assert got.name == "p-0.1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    wrong = _fake_auditwheel(tmp_path, ': > "$8/p-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl"\n')
+    with pytest.raises(BuildError, match="wrote"):
+        wheel._auditwheel_repair(wrong, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+    refuses = _fake_auditwheel(
+        tmp_path, 'echo \'error: cannot repair "x.whl" to "manylinux_2_28_x86_64" ABI because of the presence of '
+        'too-recent versioned symbols.\' >&2; exit 2\n',
+    )
+    with pytest.raises(BuildError, match="does not accept") as exc:
+        wheel._auditwheel_repair(refuses, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+    assert "too-recent versioned symbols" in exc.value.why and "repro:" in exc.value.fix
+    with pytest.raises(EnvironmentError_, match="auditwheel is not available"):
+        wheel._auditwheel_repair(None, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")

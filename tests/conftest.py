@@ -22,7 +22,7 @@ def support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path
     """Path of the record.json of a real `support` build from the pruned 19.1.7 source.
 
     Built with the host toolchain (Debian's gcc): the many rebuilds of the tests that use it cost a
-    third of a zig build each. The pinned toolchain's own build is `support_zig_install`.
+    third of a zig build each. The pinned toolchain's own build is `zig_support_install`.
     """
     work = tmp_path_factory.mktemp("support-a")
     jobs = str(os.cpu_count() or 2)
@@ -36,11 +36,23 @@ def support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path
 
 
 @pytest.fixture(scope="session")
-def support_zig_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
-    """Path of the record.json of a real `support` build with the pinned zig toolchain."""
-    work = tmp_path_factory.mktemp("support-zig")
-    hermetic(
-        "build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache),
-        "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet", "--toolchain", "zig",
-    )
-    return work / "llvm" / "support" / "record.json"
+def zig_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
+    """Path of the record.json of a real `support` build with the pinned zig toolchain.
+
+    About 10 to 15 minutes on 2 cores (zig also builds its libc++ and glibc stubs into the work dir's zig
+    cache, which later builds in the same work dir reuse). HERMETIC_TEST_ZIG_SUPPORT=RECORD reuses a
+    finished one (a record.json with a zig `toolchain_id`) for local runs; tests may add to its work dir.
+    """
+    given = os.environ.get("HERMETIC_TEST_ZIG_SUPPORT")
+    if given:
+        record = Path(given)
+    else:
+        work = tmp_path_factory.mktemp("zig-support")
+        hermetic(
+            "build", "llvm", "--variant", "support", "--toolchain", "zig", "--work-dir", str(work),
+            "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
+        )
+        record = work / "llvm" / "support" / "record.json"
+    data = json.loads(record.read_text())
+    assert (data.get("toolchain_id") or {}).get("kind") == "zig", f"{record} is not a zig build"
+    return record

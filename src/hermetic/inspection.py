@@ -239,6 +239,7 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
             "llvm": {"prefix": llvm.prefix, "version": llvm.version,
                      "record": llvm.record.as_json() if llvm.record else None},
             "python": wrec.python.version,
+            "pinned_toolchain": wrec.toolchain_ref.label,  # `host` for records written before it was recorded
             "build_requirements": wrec.build_requirements.digest,
             "pinned": {p.name: p.version for p in wrec.build_requirements.pinned},
             "source_date_epoch": wrec.source_date_epoch,

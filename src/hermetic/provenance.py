@@ -226,6 +226,8 @@ def wheel_statement(
                 "annotations": {"role": "build-requirement"},
             }
         )
+    # The wheel's own compiler; the LLVM's (above) is the same wheel when the build was consistent.
+    deps += [d for d in _pinned_toolchain(wrec.toolchain_ref) if d not in deps]
     chain = toolchain or wrec.toolchain
     deps += _tools({"cc": chain.cc, "cxx": chain.cxx} if chain else {})
     py = wrec.python
@@ -239,6 +241,7 @@ def wheel_statement(
             "llvmPrefix": llvm.prefix,
             "recipe": {"name": "compiler", "digest": {RECIPE_DIGEST: wrec.recipe_digest}},
             "buildRequirements": {"digest": {REQUIREMENTS_DIGEST: reqs.digest}},
+            "toolchain": wrec.toolchain_ref.as_json(),
         },
         internal={
             "sourceDateEpoch": wrec.source_date_epoch,

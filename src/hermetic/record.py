@@ -620,13 +620,15 @@ class PythonInfo:
     version: str
     implementation: str
     tag: str
+    executable: str | None = None  # the build venv's interpreter; absent from records written before it existed
 
     @classmethod
     def from_json(cls, f: _Fields) -> PythonInfo:
-        return cls(f.string("version"), f.string("implementation"), f.string("tag"))
+        return cls(f.string("version"), f.string("implementation"), f.string("tag"), f.opt_string("executable"))
 
     def as_json(self) -> dict[str, Any]:
-        return {"version": self.version, "implementation": self.implementation, "tag": self.tag}
+        out = {"version": self.version, "implementation": self.implementation, "tag": self.tag}
+        return out | ({"executable": self.executable} if self.executable is not None else {})
 
 
 @dataclass(frozen=True)
@@ -749,6 +751,12 @@ class WheelRecord:
     finished: str | None
     timings_s: WheelTimings
     schema: str = WHEEL_RECORD_SCHEMA
+    toolchain_id: ToolchainRef | None = None  # None: a record written before it existed (host)
+
+    @property
+    def toolchain_ref(self) -> ToolchainRef:
+        """The pinned toolchain the wheel was compiled with; a record without `toolchain_id` was built by the host's."""
+        return self.toolchain_id or HOST_TOOLCHAIN
 
     @classmethod
     def from_json(cls, data: object, file: str = "<wheel record>") -> WheelRecord:
@@ -756,7 +764,9 @@ class WheelRecord:
         if f.data.get("schema") != WHEEL_RECORD_SCHEMA:
             raise UsageError(f"{file} is not a hermetic wheel record", f"expected schema {WHEEL_RECORD_SCHEMA}", "")
         toolchain = f.opt_obj("toolchain")
+        toolchain_id = f.opt_obj("toolchain_id")
         return cls(
+            toolchain_id=ToolchainRef.from_json(toolchain_id) if toolchain_id else None,
             wheel=f.string("wheel"),
             sha256=f.string("sha256"),
             size=f.integer("size"),
@@ -799,11 +809,12 @@ class WheelRecord:
             "offline": self.offline.as_json(),
             "machine": self.machine,
             "toolchain": self.toolchain.as_json() if self.toolchain else None,
+            "toolchain_id": self.toolchain_id.as_json() if self.toolchain_id else None,
             "started": self.started,
             "finished": self.finished,
             "timings_s": self.timings_s.as_json(),
         }
-        for late in ("toolchain", "started", "finished"):
+        for late in ("toolchain", "toolchain_id", "started", "finished"):
             if out[late] is None:
                 del out[late]
         return out

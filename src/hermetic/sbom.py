@@ -504,6 +504,9 @@ def wheel_sbom(
         if chain and chain.detected_at:
             c["properties"] = _props([("detected-at", chain.detected_at)])
         formula_tools.append(c)
+    pinned_tc = wrec.toolchain_ref
+    if pinned_tc.kind != "host":
+        formula_tools.append(_pinned_toolchain_component(pinned_tc, "wheel-"))
 
     offline = wrec.offline
     workflows.append(
@@ -531,6 +534,7 @@ def wheel_sbom(
                     ("offline.method", offline.method),
                     ("offline.reason", offline.reason),
                     ("machine", wrec.machine),
+                    *_toolchain_props(pinned_tc),
                 ]
             ),
         }

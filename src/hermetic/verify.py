@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import attest, differences, llvm, provenance, recipe, record, sources, steps, toolchain
 from .digests import file_sha256
@@ -34,6 +34,9 @@ from .log import Log, stderr_log
 from .oci import referrers
 from .oci.layout import Layout, spec_from_record, write_image
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .wheel import Interpreter
 
 SHOWN_FILES = 10
 DIFF_LINES = 12
@@ -478,10 +481,21 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     project = Path(wrec.project.path)
     prefix = Path(wrec.llvm.prefix)
     wheelhouse = Path(wrec.wheelhouse) if wrec.wheelhouse and Path(wrec.wheelhouse).is_dir() else None
+    # The recorded compiler and interpreter, refused before building where this checkout or machine has other ones.
+    want = wrec.toolchain_ref
+    tc = _recorded_toolchain(settings, want)
+    report.conditions["toolchain"] = tc.label
+    python = _recorded_python(wrec)
     root = _fresh_dir(report.rebuild_dir, [art.wheel.parent])
-    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
+    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", toolchain=want.name, glibc=want.glibc or None)
     with rebuild_conditions(report):
-        job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse)
+        job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse, python=python, warn=log)
+        if job.toolchain.identity() != tc.identity():
+            raise VerifyError(
+                f"{art.wheel.name} cannot be rebuilt with the toolchain it was built with",
+                f"built with {want.label}; its LLVM at {prefix} now asks for {job.toolchain.label}",
+                "verify with the LLVM tree the wheel was built against",
+            )
         checks = [
             ("build requirements", job.requirements.digest(), wrec.build_requirements.digest),
             ("compiler recipe", job.recipe.digest(), wrec.recipe_digest),
@@ -508,6 +522,30 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     if new.wheel != wrec.wheel:
         report.differences.insert(0, f"file name: {wrec.wheel} recorded, {new.wheel} rebuilt")
     raise _mismatch(report, settings, art.wheel, rebuilt, log)
+
+
+def _recorded_python(wrec: record.WheelRecord) -> Interpreter:
+    """The interpreter the wheel was built with: the recorded one, else one of the same X.Y version here."""
+    from . import wheel
+
+    py = wrec.python
+    want = tuple(int(x) for x in py.version.split(".")[:2])
+    got = wheel.probe_interpreter(py.executable) if py.executable else None
+    if got is None or got.xy != want:
+        current = wheel.current_interpreter()
+        if current.xy == want:
+            return current
+        try:
+            got = wheel.resolve_interpreter(f"{want[0]}.{want[1]}")
+        except UsageError:
+            got = None
+    if got is None or got.xy != want:
+        raise VerifyError(
+            f"no Python {py.version} here to rebuild {wrec.wheel} with",
+            f"it was built with {py.executable or 'Python ' + py.version} (tag {py.tag}), which is not on this machine",
+            f"verify where python{want[0]}.{want[1]} is on PATH (or its recorded path exists)",
+        )
+    return got
 
 
 def _mismatch(report: Report, settings: Settings, old: Path, new: Path, log: Log) -> Mismatch:

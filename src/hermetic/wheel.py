@@ -8,6 +8,13 @@ environment, a pinned scikit-build-core build dir, prefix maps and
 toolchain/reproducible.cmake; the result is re-packed by our own code
 (sorted entries, fixed timestamps and modes, RECORD regenerated last) and
 tagged with the platform auditwheel vouches for.
+
+The compiler is the LLVM tree's (its build record's `toolchain_id`): a static LLVM built with
+zig links zig's libc++ and can only be linked by objects of the same zig. A zig build gets the
+generated wrappers as CC/CXX/AR/RANLIB, its extension is checked to be self-contained (no shared
+C++ runtime, nothing of it exported, glibc within the floor, no debug info) and the wheel is tagged
+with the floor's manylinux tag by `auditwheel repair --plat`, which refuses what the policy does not
+allow.
 """
 
 from __future__ import annotations
@@ -18,31 +25,45 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import recipe, record, sandbox
+from . import recipe, record, sandbox, toolchain
 from .digests import file_sha256
-from .errors import BuildError, HermeticError, RecipeError, UsageError
+from .errors import BuildError, EnvironmentError_, HermeticError, RecipeError, SubprocessFailed, UsageError
 from .llvm import iso_time
 from .llvm import toolchain_versions as llvm_toolchain_versions
-from .log import Log
+from .log import Log, null_log
 from .settings import Settings
-from .wheelfile import WheelName, _vkey, parse_auditwheel, platform_from_audit, repack, symbol_versions, verify_record
+from .wheelfile import (
+    WheelName,
+    _vkey,
+    extension_problems,
+    manylinux_platform,
+    parse_auditwheel,
+    platform_from_audit,
+    repack,
+    symbol_versions,
+    verify_record,
+)
 from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
 
 WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
 ZIP_EPOCH_MIN = 315532800
 _SKIP_IN_REPACK = ("RECORD", "RECORD.jws", "RECORD.p7s")
+HOST = toolchain.Toolchain(name="host", kind="host")  # the machine's compiler: what wheels were built with before zig
 
 
 # --- the compiler recipe (data) ----------------------------------------------------------------
@@ -147,8 +168,8 @@ def inspect_llvm(prefix: Path, required_major: int) -> LLVMPrefix:
     return found
 
 
-def find_llvm_record(prefix: Path, work_dir: Path) -> record.LLVMRecordRef | None:
-    """The hermetic build record whose install tree holds this prefix, if there is one."""
+def find_llvm_build(prefix: Path, work_dir: Path) -> tuple[Path, record.BuildRecord] | None:
+    """The hermetic build record (its path and contents) whose install tree holds this prefix, if there is one."""
     target = prefix.resolve()
     candidates = [a / "record.json" for a in target.parents]
     llvm_dir = work_dir / "llvm"
@@ -162,8 +183,234 @@ def find_llvm_record(prefix: Path, work_dir: Path) -> record.LLVMRecordRef | Non
         except HermeticError:
             continue  # a search: a record.json that is not a readable hermetic record is not the one
         if rec.install_dir.resolve() == target:
-            return record.LLVMRecordRef(str(path), rec.variant, rec.inputs_digest, rec.tree.digest)
+            return path, rec
     return None
+
+
+def find_llvm_record(prefix: Path, work_dir: Path) -> record.LLVMRecordRef | None:
+    """A reference to the hermetic build record whose install tree holds this prefix, if there is one."""
+    found = find_llvm_build(prefix, work_dir)
+    return _record_ref(*found) if found else None
+
+
+def _record_ref(path: Path, rec: record.BuildRecord) -> record.LLVMRecordRef:
+    return record.LLVMRecordRef(str(path), rec.variant, rec.inputs_digest, rec.tree.digest)
+
+
+# --- the compiler: the LLVM tree's toolchain ----------------------------------------------------
+
+
+def _compiler(ref: record.ToolchainRef) -> tuple[str, ...]:
+    # What decides whether objects link together: the same compiler release (and so the same libc++ ABI)
+    # for the same target. The unpack layout and the wrapper version change how hermetic calls that
+    # compiler (flags such as -g0), not what its objects link against, so they may differ.
+    return (ref.name, ref.kind, ref.version, ref.file, ref.sha256, ref.target)
+
+
+def wheel_toolchain(
+    settings: Settings, prefix: Path, built_with: record.ToolchainRef | None, warn: Log = null_log
+) -> toolchain.Toolchain:
+    """The toolchain a wheel linking the static LLVM at `prefix` is compiled with.
+
+    The LLVM's record decides (`built_with`): an LLVM built with zig links zig's libc++, one built by the
+    host's g++ links libstdc++, and one extension cannot hold both. `--toolchain`/`--glibc` may only say
+    the same; without a record the selected (or default) toolchain is used, with a warning.
+    """
+    catalog = toolchain.load(settings.toolchain_dir)
+    if built_with is None:
+        tc = toolchain.select(catalog, settings.toolchain, settings.glibc)
+        how = "selected" if settings.toolchain else "the default"
+        warn(
+            f"wheel: warning: {prefix} has no hermetic build record, so nothing says which compiler built it; "
+            f"compiling with {tc.label} ({how}). A static LLVM built by another toolchain will not link "
+            "(zig's libc++ and the host's libstdc++ do not mix)."
+        )
+        return tc
+    glibc_differs = bool(settings.glibc) and settings.glibc != (built_with.glibc or None)
+    if (settings.toolchain and settings.toolchain != built_with.name) or glibc_differs:
+        asked = f"--toolchain {settings.toolchain or built_with.name}" + (f" --glibc {settings.glibc}" if settings.glibc else "")
+        raise UsageError(
+            f"{asked} is not the toolchain the LLVM at {prefix} was built with",
+            f"asked for {asked.removeprefix('--toolchain ')}; its record says {built_with.label}. The wheel links that "
+            "static LLVM, so it must be compiled with the same toolchain and target "
+            "(zig's libc++ and the host's libstdc++ do not mix)",
+            "drop --toolchain/--glibc (HERMETIC_TOOLCHAIN/HERMETIC_GLIBC): the LLVM's record decides; or build an LLVM "
+            f"with that toolchain first (`hermetic build llvm {asked}`)",
+        )
+    arch = built_with.target.split("-", 1)[0] if built_with.target else None
+    try:
+        tc = toolchain.select(catalog, built_with.name, built_with.glibc or None, arch)
+    except UsageError as exc:
+        raise UsageError(
+            f"this checkout cannot select the toolchain the LLVM at {prefix} was built with ({built_with.label})",
+            f"{exc.what}{': ' + exc.why if exc.why else ''}",
+            "build the wheel from the checkout that built that LLVM, or rebuild LLVM with this checkout",
+        ) from exc
+    have = record.ToolchainRef.from_mapping(tc.identity())
+    if _compiler(have) != _compiler(built_with):
+        raise UsageError(
+            f"the LLVM at {prefix} was built with another {built_with.name} than this checkout pins",
+            f"its record says {built_with.label}; this checkout pins {have.label}",
+            f"rebuild LLVM with this checkout (`hermetic build llvm --toolchain {tc.name}`), or build the wheel "
+            "from the checkout that built that LLVM",
+        )
+    return tc
+
+
+# --- the interpreter ----------------------------------------------------------------------------
+
+_PROBE = r"""
+import json, os, platform, re, sys, sysconfig
+paths = sysconfig.get_paths()
+inc = paths.get("include") or ""
+cfg = os.path.join(paths.get("platinclude") or inc, "pyconfig.h")
+try:
+    text = open(cfg, encoding="utf-8", errors="replace").read()
+except OSError:
+    text = ""
+print(json.dumps({
+    "executable": os.path.realpath(sys.executable), "version": platform.python_version(), "build": sys.version,
+    "implementation": platform.python_implementation(), "include": inc,
+    "headers": os.path.isfile(os.path.join(inc, "Python.h")) and os.path.isfile(cfg),
+    "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    "multiarch": bool(re.search(r"#\s*include\s*<[A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python", text)),
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A Python interpreter a wheel can be built for (its build venv is made from it)."""
+
+    executable: str  # the interpreter's own sys.executable, resolved
+    version: str  # 3.12.1
+    build: str  # sys.version: what the build venv is keyed by
+    implementation: str  # CPython
+    include: str
+    headers: bool  # Python.h and pyconfig.h are there
+    free_threaded: bool = False
+    multiarch: bool = False  # Debian's pyconfig.h, which includes <x86_64-linux-gnu/python3.X/pyconfig.h>
+
+    @property
+    def xy(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")[:2]
+        return int(major), int(minor)
+
+    def tag(self, py_api: str = "") -> str:
+        """The python-abi tag scikit-build-core gives a wheel built with it for `wheel.py-api = py_api`."""
+        if self.implementation != "CPython":
+            return f"{self.implementation.lower()}: not supported (CPython only)"
+        xy = "".join(str(x) for x in self.xy)
+        m = re.fullmatch(r"cp(\d)(\d+)", py_api)
+        if m and not self.free_threaded and self.xy >= (int(m.group(1)), int(m.group(2))):
+            return f"{py_api}-abi3"  # the stable ABI of py_api, whichever newer interpreter builds it
+        return f"cp{xy}-cp{xy}{'t' if self.free_threaded else ''}"
+
+
+def current_interpreter() -> Interpreter:
+    """The interpreter running hermetic: the default one."""
+    paths = sysconfig.get_paths()
+    inc = paths.get("include") or ""
+    cfg = Path(paths.get("platinclude") or inc) / "pyconfig.h"
+    text = cfg.read_text(errors="replace") if cfg.is_file() else ""
+    return Interpreter(
+        executable=os.path.realpath(sys.executable), version=platform.python_version(), build=sys.version,
+        implementation=platform.python_implementation(), include=inc,
+        headers=(Path(inc) / "Python.h").is_file() and cfg.is_file(),
+        free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        multiarch=bool(re.search(r"#\s*include\s*<[A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python", text)),
+    )
+
+
+def probe_interpreter(path: str) -> Interpreter | None:
+    """What `path` is, asked of itself; None when it does not run (a pyenv shim of an inactive version)."""
+    try:
+        proc = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return Interpreter(**{k: data[k] for k in Interpreter.__dataclass_fields__})
+
+
+_PYTHON_NAME = re.compile(r"^python3(?:\.\d+)?$")
+
+
+def find_interpreters(search_path: str) -> list[Interpreter]:
+    """The current interpreter and every python3 / python3.X on `search_path` that runs, once each."""
+    found: dict[str, Interpreter] = {}
+    current = current_interpreter()
+    found[current.executable] = current
+    for d in search_path.split(os.pathsep):
+        try:
+            names = sorted(n for n in os.listdir(d or ".") if _PYTHON_NAME.match(n))
+        except OSError:
+            continue
+        for n in names:
+            p = os.path.join(d or ".", n)
+            if not os.access(p, os.X_OK):
+                continue
+            got = probe_interpreter(p)
+            if got is not None and got.executable not in found:
+                found[got.executable] = got
+    return sorted(found.values(), key=lambda i: (i.xy, i.version, i.executable), reverse=True)
+
+
+def resolve_interpreter(spec: str | None, search_path: str | None = None) -> Interpreter:
+    """`--python`: a path to an interpreter, or a version (3.12) found as python3.12 on the search path."""
+    if not spec:
+        return current_interpreter()
+    if re.fullmatch(r"\d+\.\d+", spec):
+        path = shutil.which(f"python{spec}", path=search_path)
+        if path is None and ".".join(str(x) for x in sys.version_info[:2]) == spec:
+            return current_interpreter()
+        if path is None:
+            raise UsageError(
+                f"no python{spec} on PATH", "--python VERSION looks for pythonVERSION on PATH",
+                "pass the interpreter's path (--python /path/to/python3.X), or list what is there with `hermetic wheel --python`",
+            )
+    else:
+        path = spec
+    got = probe_interpreter(path)
+    if got is None:
+        raise UsageError(
+            f"{path} is not a Python interpreter that runs here", f"`{path} -I -c …` failed",
+            "list the interpreters hermetic can use with `hermetic wheel --python`",
+        )
+    return got
+
+
+def project_py_api(project: Path) -> str:
+    """The project's scikit-build-core `wheel.py-api` (cp312 for the stable ABI), or ''."""
+    try:
+        data = tomllib.loads((project / "pyproject.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return ""
+    wheel_opts = data.get("tool", {}).get("scikit-build", {}).get("wheel", {})
+    api = wheel_opts.get("py-api", "") if isinstance(wheel_opts, dict) else ""
+    return api if isinstance(api, str) else ""
+
+
+def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
+    """Refuse an interpreter the build cannot compile against, before anything runs."""
+    if interp.implementation != "CPython":
+        raise UsageError(f"{interp.executable} is {interp.implementation}", "hermetic builds CPython wheels", "pass a CPython interpreter")
+    if not interp.headers:
+        raise UsageError(
+            f"{interp.executable} (Python {interp.version}) has no development headers",
+            f"no Python.h/pyconfig.h in {interp.include}; the extension is compiled against them",
+            f"install them (Debian: apt-get install python{'.'.join(map(str, interp.xy))}-dev) or pick another "
+            "interpreter (`hermetic wheel --python` lists them)",
+        )
+    if interp.multiarch and tc.kind == "zig":
+        raise UsageError(
+            f"{interp.executable}'s headers cannot be used with {tc.label}",
+            "its pyconfig.h is Debian's multiarch one, which includes <x86_64-linux-gnu/python3.X/pyconfig.h> from "
+            "/usr/include; the pinned toolchain never searches the host's /usr/include",
+            "use an interpreter with self-contained headers (pyenv, python.org, the manylinux images), "
+            "see `hermetic wheel --python`",
+        )
 
 
 # --- the build ---------------------------------------------------------------------------------
@@ -179,9 +426,12 @@ class WheelJob:
     recipe: WheelRecipe
     epoch: int
     toolchain_file: Path
+    toolchain: toolchain.Toolchain = HOST
+    python: Interpreter = field(default_factory=current_interpreter)
+    llvm_record: record.LLVMRecordRef | None = None  # the hermetic build record of the LLVM, when there is one
 
     def venv_key(self, python: str) -> str:
-        data = [self.requirements.digest(), os.path.realpath(python), sys.version]
+        data = [self.requirements.digest(), os.path.realpath(python), self.python.build]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
 
 
@@ -213,7 +463,8 @@ def _no_spaces(**paths: Path) -> None:
 
 def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: tuple[str, ...], log: Log, log_path: Path) -> tuple[Path, bool]:
     """The build venv for these requirements and this interpreter; returns (venv, reused)."""
-    venv = settings.work_dir / "wheel" / "venv" / job.venv_key(sys.executable)
+    python = job.python.executable
+    venv = settings.work_dir / "wheel" / "venv" / job.venv_key(python)
     marker = venv / "hermetic-venv.json"
     if marker.is_file():
         try:
@@ -232,7 +483,7 @@ def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: 
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log(f"wheel: creating the build venv {venv}")
-    sandbox.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], what="create the build venv",
+    sandbox.run([python, "-m", "venv", "--without-pip", str(venv)], what="create the build venv",
                 env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True)
     py = venv / "bin" / "python"
     sandbox.run(
@@ -242,18 +493,35 @@ def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: 
         env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True,
         fix=f"check the wheelhouse {job.wheelhouse} against {job.requirements.path} (`hermetic fetch` refills it)",
     )
-    record.write_json(marker, {"requirements": job.requirements.digest(), "python": sys.version,
-                               "executable": os.path.realpath(sys.executable)})
+    record.write_json(marker, {"requirements": job.requirements.digest(), "python": job.python.build,
+                               "executable": python})
     return venv, False
 
 
-def plan(settings: Settings, project: Path | None, llvm_prefix: Path, output: Path | None, wheelhouse: Path | None) -> WheelJob:
-    """Resolve and validate everything a build needs, before anything runs."""
+def plan(
+    settings: Settings,
+    project: Path | None,
+    llvm_prefix: Path,
+    output: Path | None,
+    wheelhouse: Path | None,
+    *,
+    python: Interpreter | None = None,
+    warn: Log = null_log,
+) -> WheelJob:
+    """Resolve and validate everything a build needs, before anything runs.
+
+    The toolchain comes from the LLVM's build record (see wheel_toolchain); `python` is the interpreter
+    of the build venv (default: the one running hermetic).
+    """
     wr = load_wheel_recipe(settings.recipes_dir)
     llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe)
     proj = (project or settings.root / wr.project).resolve()
     _project_name(proj)
     llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]))
+    found = find_llvm_build(llvm.prefix, settings.work_dir)
+    tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
+    interp = python or current_interpreter()
+    _usable(interp, tc)
     reqs = load_requirements(settings.root / wr.requirements)
     wh = (wheelhouse or wheelhouse_dir(settings)).resolve()
     require_wheelhouse(wh, reqs)
@@ -263,7 +531,24 @@ def plan(settings: Settings, project: Path | None, llvm_prefix: Path, output: Pa
     return WheelJob(
         project=proj, llvm=llvm, output=(output or settings.work_dir / "wheels").absolute(), wheelhouse=wh,
         requirements=reqs, recipe=wr, epoch=llvm_rec.source_date_epoch, toolchain_file=toolchain_file,
+        toolchain=tc, python=interp, llvm_record=_record_ref(*found) if found else None,
     )
+
+
+def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path) -> Path:
+    """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link."""
+    dest.write_text("\n".join([
+        f"# Generated by hermetic for a wheel built with {job.toolchain.label}: do not edit.",
+        f'include("{job.toolchain_file}")',
+        f'include("{tools_cmake}")',
+        "# zig links its cached libc++/libc++abi/libunwind objects, which carry debug info naming the paths",
+        "# they were built in (reports/toolchain-prototype.md, problem 5): strip it on every link.",
+        "foreach(kind EXE SHARED MODULE)",
+        '  string(APPEND CMAKE_${kind}_LINKER_FLAGS_INIT " -Wl,--strip-debug")',
+        "endforeach()",
+        "",
+    ]))
+    return dest
 
 
 def _extract_binaries(wheel: Path, dest: Path) -> list[Path]:
@@ -290,8 +575,10 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     log_path = base / "build.log"
     _no_spaces(work=base, project=job.project)
     offline, prefix = sandbox.offline_policy(settings.offline)
+    tc = job.toolchain
     log(f"wheel: plan: {job.project} against LLVM {job.llvm.version} at {job.llvm.prefix}")
-    log(f"wheel:   python {platform.python_version()} ({sys.executable}), SOURCE_DATE_EPOCH {job.epoch}")
+    log(f"wheel:   toolchain {tc.label}" + (" (the LLVM's, from its record)" if job.llvm_record else ""))
+    log(f"wheel:   python {job.python.version} ({job.python.executable}), SOURCE_DATE_EPOCH {job.epoch}")
     log(f"wheel:   wheelhouse {job.wheelhouse} ({len(job.requirements.items)} pinned requirements)")
     log(f"wheel:   offline: {offline.reason}")
 
@@ -322,7 +609,17 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
         "NINJA_STATUS": "[%f/%t] ",
     }
-    defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(job.toolchain_file)),
+    cmake_toolchain = job.toolchain_file
+    if tc.kind == "zig":
+        # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
+        zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+        tc_dir = base / "toolchain"
+        shutil.rmtree(tc_dir, ignore_errors=True)
+        prepared = toolchain.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache")
+        bin_dir = Path(prepared.env["CC"]).parent
+        env |= prepared.env | {"AR": str(bin_dir / "ar"), "RANLIB": str(bin_dir / "ranlib")}
+        cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake")
+    defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(cmake_toolchain)),
                *job.recipe.cmake_defines]
     argv = [
         str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
@@ -341,6 +638,22 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
 
     t0 = time.monotonic()
     current = WheelName.parse(raw.name).platform
+    with tempfile.TemporaryDirectory(prefix="so-", dir=base) as tmp:
+        needs: dict[str, str] = {}
+        for so in _extract_binaries(raw, Path(tmp)):
+            for lib, ver in symbol_versions(so).items():
+                if lib not in needs or _vkey(ver) > _vkey(needs[lib]):
+                    needs[lib] = ver
+            if tc.kind == "zig":
+                problems = extension_problems(so, tc.glibc)
+                if problems:
+                    raise BuildError(
+                        f"{so.name} built with {tc.label} is not a self-contained extension for glibc >= {tc.glibc}",
+                        "; ".join(problems),
+                        "link the C++ runtime statically with hidden visibility (-fvisibility=hidden, "
+                        "-Wl,--exclude-libs,ALL, a version script exporting only PyInit_*), as src/compiler/CMakeLists.txt "
+                        f"does; the build log is {log_path}",
+                    )
     auditwheel = venv / "bin" / "auditwheel"
     audit: dict[str, Any] | None = None
     tool = str(auditwheel) if auditwheel.is_file() else shutil.which("auditwheel")
@@ -348,14 +661,16 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         out = sandbox.run([tool, "show", "--json", str(raw)], what="check the platform tag with auditwheel",
                           env=env, cwd=base, prefix=prefix, log_path=log_path, quiet=True)
         audit = parse_auditwheel(out)
-    tag = platform_from_audit(audit, current) if audit else current
-    with tempfile.TemporaryDirectory(prefix="so-", dir=base) as tmp:
-        needs: dict[str, str] = {}
-        for so in _extract_binaries(raw, Path(tmp)):
-            for lib, ver in symbol_versions(so).items():
-                if lib not in needs or _vkey(ver) > _vkey(needs[lib]):
-                    needs[lib] = ver
-    wheel = repack(raw, job.output, job.epoch, tag if tag != current else None)
+    source = "auditwheel" if audit else "none: auditwheel not available"
+    if tc.kind == "zig":
+        # The tag is the toolchain's glibc floor, as far as auditwheel's policy for it accepts the wheel.
+        want = manylinux_platform(tc.glibc, tc.arch)
+        raw = _auditwheel_repair(tool, raw, want, base / "repaired", env, prefix, log_path)
+        source = f"auditwheel repair --plat {want}"
+        wheel = repack(raw, job.output, job.epoch)
+    else:
+        tag = platform_from_audit(audit, current) if audit else current
+        wheel = repack(raw, job.output, job.epoch, tag if tag != current else None)
     problems = verify_record(wheel)
     if problems:
         raise BuildError(f"the re-packed {wheel.name} is inconsistent", "; ".join(problems[:5]), "report this as a hermetic bug")
@@ -369,16 +684,16 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         tag=wname.tag,
         platform_tag=record.PlatformTag(
             tag=wname.platform,
-            source="auditwheel" if audit else "none: auditwheel not available",
+            source=source,
             auditwheel=_audit_facts(audit) if audit else None,
             built_as=current,
         ),
         glibc_required=needs.get("GLIBC"),
         symbol_versions=tuple(sorted(needs.items())),
-        python=record.PythonInfo(platform.python_version(), platform.python_implementation(), f"{wname.python}-{wname.abi}"),
+        python=record.PythonInfo(job.python.version, job.python.implementation, f"{wname.python}-{wname.abi}",
+                                 job.python.executable),
         project=record.ProjectRef(name, str(job.project)),
-        llvm=record.WheelLLVM(str(job.llvm.prefix), str(job.llvm.cmake_dir), job.llvm.version,
-                              find_llvm_record(job.llvm.prefix, settings.work_dir)),
+        llvm=record.WheelLLVM(str(job.llvm.prefix), str(job.llvm.cmake_dir), job.llvm.version, job.llvm_record),
         source_date_epoch=job.epoch,
         build_requirements=record.BuildRequirements(
             str(job.requirements.path), job.requirements.digest(),
@@ -388,7 +703,8 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         recipe_digest=job.recipe.digest(),
         offline=record.Offline(offline.enforced, offline.method, offline.reason),
         machine=f"{platform.system().lower()}-{platform.machine()}",
-        toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(env)),
+        toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(env) | {"python": job.python.version}),
+        toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
         started=iso_time(wall_started),
         finished=iso_time(time.time()),
         timings_s=record.WheelTimings(
@@ -398,8 +714,45 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     )
     record.write_record(job.output / "wheel-record.json", rec)
     shutil.rmtree(stage, ignore_errors=True)
+    shutil.rmtree(base / "repaired", ignore_errors=True)
     log(f"wheel: {wheel} sha256 {digest} ({rec.timings_s.total:.0f}s)")
     return rec
+
+
+def _auditwheel_repair(
+    tool: str | None, raw: Path, plat: str, dest: Path, env: Mapping[str, str], prefix: tuple[str, ...], log_path: Path
+) -> Path:
+    """The wheel as `auditwheel repair --plat PLAT` writes it: accepted for that policy, or a BuildError.
+
+    --only-plat: exactly the toolchain's floor, not a newer tag auditwheel might also allow; --patcher none:
+    a self-contained extension needs no grafted library, so nothing may be patched (that would fail).
+    """
+    if tool is None:
+        raise EnvironmentError_(
+            "auditwheel is not available to vouch for the platform tag",
+            "a wheel built with a pinned glibc floor gets its manylinux tag only where auditwheel's policy accepts it",
+            "keep auditwheel in toolchain/build-requirements.txt (the build venv installs it)",
+        )
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    try:
+        sandbox.run([tool, "repair", "--plat", plat, "--only-plat", "--patcher", "none", "-w", str(dest), str(raw)],
+                    what=f"tag the wheel {plat} with auditwheel repair", env=env, cwd=dest.parent, prefix=prefix,
+                    log_path=log_path, quiet=True)
+    except SubprocessFailed as exc:
+        said = [line.strip() for line in exc.output_tail.splitlines() if line.strip()]
+        raise BuildError(
+            f"auditwheel does not accept {raw.name} as {plat}",
+            " ".join(said[-3:]) or exc.why,
+            f"`{tool} show {raw}` says what it needs (a newer glibc, or a library outside the {plat} policy); "
+            f"repro: {exc.repro}",
+        ) from exc
+    out = sorted(dest.glob("*.whl"))
+    # auditwheel names a policy with its aliases (manylinux2014_x86_64.manylinux_2_17_x86_64): one of them must be plat
+    if len(out) != 1 or plat not in WheelName.parse(out[0].name).platform.split("."):
+        raise BuildError(f"auditwheel repair --plat {plat} wrote {[p.name for p in out]}", "expected one wheel of that tag",
+                         f"see {log_path}")
+    return out[0]
 
 
 def _audit_facts(audit: Mapping[str, Any]) -> record.Auditwheel:

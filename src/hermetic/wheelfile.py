@@ -224,3 +224,79 @@ def platform_from_audit(audit: Mapping[str, Any], current: str) -> str:
     return current
 
 
+
+
+# --- a self-contained extension: what a wheel compiled with the pinned zig toolchain must be ----------
+
+# zig links its libc++, libc++abi and libunwind statically: the extension must not need them as shared
+# libraries (nor the host's libstdc++, which would mean the host compiler slipped in).
+_CXX_RUNTIME_LIBS = re.compile(r"^lib(?:stdc\+\+|c\+\+|c\+\+abi|unwind)\.so(?:\.|$)")
+_NEEDED = re.compile(r"\(NEEDED\)\s+Shared library:\s*\[([^\]]+)\]")
+# Symbols of the statically linked C++ runtime. Exported, they would bind against (or be bound by) another
+# extension's libc++ or the interpreter's libstdc++ in the same process: two runtimes, one symbol.
+_CXX_RUNTIME_SYMBOL = re.compile(r"(?:^|[^A-Za-z0-9_:])(?:std::|__1::)|^(?:__cxa_|__gxx_personality|__cxxabi|_Unwind_)")
+
+
+def needed_libraries(readelf_dynamic: str) -> list[str]:
+    """DT_NEEDED entries from `readelf -d` output."""
+    return _NEEDED.findall(readelf_dynamic)
+
+
+def defined_dynamic_symbols(nm_output: str) -> list[str]:
+    """Names from `nm -D --defined-only --demangle` output (`ADDRESS TYPE NAME`, names may hold spaces)."""
+    names = []
+    for line in nm_output.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3:
+            names.append(parts[2])
+    return names
+
+
+def cxx_runtime_exports(names: list[str]) -> list[str]:
+    """The demangled names that belong to the C++ standard library or its ABI/unwind runtime."""
+    return [n for n in names if _CXX_RUNTIME_SYMBOL.search(n)]
+
+
+def debug_sections(readelf_sections: str) -> list[str]:
+    """`.debug_*` section names from `readelf -S --wide` output."""
+    return sorted(set(re.findall(r"\]\s+(\.debug_[A-Za-z0-9_.]+)\s", readelf_sections)))
+
+
+def _binutils(argv: list[str], binary: Path) -> str:
+    if shutil.which(argv[0]) is None:
+        raise BuildError(f"cannot inspect {binary.name}", f"{argv[0]} is not installed", "install binutils")
+    proc = subprocess.run([*argv, str(binary)], capture_output=True, text=True, errors="replace")
+    if proc.returncode != 0:
+        raise BuildError(f"cannot inspect {binary.name}", f"`{' '.join(argv)}` failed: {proc.stderr.strip()[-500:]}",
+                         "check that the file is an ELF shared object")
+    return proc.stdout
+
+
+def extension_problems(binary: Path, glibc_floor: str) -> list[str]:
+    """Why `binary` is not a self-contained extension for glibc >= glibc_floor (empty when it is)."""
+    problems: list[str] = []
+    cxx_libs = [lib for lib in needed_libraries(_binutils(["readelf", "-d", "--wide"], binary))
+                if _CXX_RUNTIME_LIBS.match(lib)]
+    if cxx_libs:
+        problems.append(f"needs {', '.join(cxx_libs)} (the C++ runtime must be linked in statically)")
+    exported = cxx_runtime_exports(defined_dynamic_symbols(_binutils(["nm", "-D", "--defined-only", "--demangle"], binary)))
+    if exported:
+        shown = "; ".join(exported[:3]) + (f"; … {len(exported) - 3} more" if len(exported) > 3 else "")
+        problems.append(f"exports {len(exported)} symbol(s) of the C++ standard library or its runtime: {shown}")
+    versions = symbol_versions(binary)
+    glibc = versions.get("GLIBC")
+    if glibc and _vkey(glibc) > _vkey(glibc_floor):
+        problems.append(f"needs GLIBC_{glibc}, above the target's floor {glibc_floor}")
+    for lib in ("GLIBCXX", "CXXABI"):
+        if lib in versions:
+            problems.append(f"needs {lib}_{versions[lib]} (the host's libstdc++)")
+    debug = debug_sections(_binutils(["readelf", "-S", "--wide"], binary))
+    if debug:
+        problems.append(f"carries debug sections {', '.join(debug)} (they name build and cache paths)")
+    return problems
+
+
+def manylinux_platform(glibc_floor: str, arch: str) -> str:
+    """The PEP 600 tag of a glibc floor: 2.28 on x86_64 is manylinux_2_28_x86_64."""
+    major, minor = glibc_floor.split(".")
+    return f"manylinux_{int(major)}_{int(minor)}_{arch}"

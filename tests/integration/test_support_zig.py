@@ -16,19 +16,26 @@ RUNNER_REPORT = ROOT / "reports" / "runner-zig.json"
 
 
 @pytest.fixture(scope="module")
-def built(support_zig_install: Path) -> dict:  # type: ignore[type-arg]
-    return json.loads(support_zig_install.read_text())
+def built(zig_support_install: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads(zig_support_install.read_text())
 
 
 def test_same_tree_as_the_gpu_runner(built: dict) -> None:  # type: ignore[type-arg]
     """Another distribution, another host compiler, 16 cores instead of 2: the same bits."""
     runner = json.loads(RUNNER_REPORT.read_text())
-    theirs = runner["support"]
+    theirs = runner["variants"]["support"]
     assert theirs["toolchain_id"] == built["toolchain_id"], "the runner used another toolchain"
     assert theirs["tree_digest"] == built["tree"]["digest"], (
         f"this machine built {built['tree']['digest']}, the runner ({runner['machine']['os']}) "
         f"{theirs['tree_digest']}: the pinned toolchain does not give the same bits everywhere"
     )
+
+
+def test_same_tree_as_the_debian_dev_machine(built: dict) -> None:  # type: ignore[type-arg]
+    builds = json.loads((ROOT / "reports" / "support-digests.json").read_text())["builds"]
+    theirs = next(b for b in builds if b["toolchain_id"]["name"] == "zig")
+    assert theirs["toolchain_id"] == built["toolchain_id"]
+    assert theirs["tree_digest"] == built["tree"]["digest"]
 
 
 def test_record_names_the_pinned_tools(built: dict) -> None:  # type: ignore[type-arg]
@@ -41,8 +48,8 @@ def test_record_names_the_pinned_tools(built: dict) -> None:  # type: ignore[typ
         assert host_path not in text, host_path
 
 
-def test_no_host_or_build_path_in_the_installed_files(built: dict, support_zig_install: Path, source_cache: Path) -> None:  # type: ignore[type-arg]
-    work = str(support_zig_install.parents[2])
+def test_no_host_or_build_path_in_the_installed_files(built: dict, zig_support_install: Path, source_cache: Path) -> None:  # type: ignore[type-arg]
+    work = str(zig_support_install.parents[2])
     root = Path(built["install_root"])
     for f in built["tree"]["files"]:
         p = root / f["path"]

@@ -113,8 +113,15 @@ PINNED = [
 ]
 
 
-def fake_wheel(dest: Path, llvm_prefix: str = "/usr/lib/llvm-19", llvm_record: dict[str, Any] | None = None) -> Path:
-    """A small wheel and its wheel-record.json in dest; returns the wheel."""
+def fake_wheel(
+    dest: Path, llvm_prefix: str = "/usr/lib/llvm-19", llvm_record: dict[str, Any] | None = None,
+    toolchain_id: dict[str, str] | None = None,
+) -> Path:
+    """A small wheel and its wheel-record.json in dest; returns the wheel.
+
+    toolchain_id: the pinned toolchain it was compiled with; None writes the shape of a record written
+    before wheel records carried it (a host build).
+    """
     dest.mkdir(parents=True, exist_ok=True)
     wheel = dest / "tilec-0.1.0-cp312-abi3-manylinux_2_34_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as z:
@@ -146,5 +153,7 @@ def fake_wheel(dest: Path, llvm_prefix: str = "/usr/lib/llvm-19", llvm_record: d
         "machine": "linux-x86_64",
         "timings_s": {"total": 95.0},
     }
+    if toolchain_id is not None:
+        rec["toolchain_id"] = toolchain_id
     (dest / "wheel-record.json").write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")
     return wheel

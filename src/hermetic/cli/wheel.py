@@ -3,29 +3,70 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from .. import wheel
 from ..attest import attest_wheel
+from ..errors import UsageError
 from ..log import stderr_log
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
 from .common import Common, Subparsers, add_command, out, out_json
 
+# `--python` given without a value: list the interpreters instead of building.
+LIST_PYTHONS = "\0list"
+
+
+def _project(args: argparse.Namespace, settings: Settings) -> Path:
+    return Path(args.project).resolve() if args.project else settings.root / wheel.load_wheel_recipe(settings.recipes_dir).project
+
+
+def cmd_list_pythons(args: argparse.Namespace, settings: Settings) -> int:
+    project = _project(args, settings)
+    api = wheel.project_py_api(project)
+    current = wheel.current_interpreter().executable
+    rows = []
+    for i in wheel.find_interpreters(os.environ.get("PATH", "")):
+        if not i.headers:
+            headers = "headers: missing"
+        elif i.multiarch:
+            headers = "headers: yes (Debian multiarch pyconfig.h: --toolchain host only)"
+        else:
+            headers = "headers: yes"
+        mark = "  (default: runs hermetic)" if i.executable == current else ""
+        rows.append((i.executable, f"{i.implementation} {i.version}", f"tag {i.tag(api)}", headers + mark))
+    out(f"python interpreters for {project} (wheel.py-api: {api or 'none'}); pick one with --python PATH_OR_VERSION:")
+    widths = [max(len(r[k]) for r in rows) for k in range(3)]
+    for r in rows:
+        out("  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+    return 0
+
 
 def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
+    if args.python == LIST_PYTHONS:
+        return cmd_list_pythons(args, settings)
+    if not args.llvm:
+        raise UsageError(
+            "hermetic wheel needs --llvm PREFIX", "the compiler core links a static LLVM 19",
+            "pass --llvm with an install prefix (e.g. build/llvm/support/install/usr/lib64/llvm-support-19.1.7)",
+        )
     log = stderr_log(settings.quiet)
+    python = wheel.resolve_interpreter(args.python, os.environ.get("PATH", "")) if args.python else None
     job = wheel.plan(
         settings,
         Path(args.project) if args.project else None,
         Path(args.llvm),
         Path(args.output) if args.output else None,
         settings.wheelhouse,
+        python=python,
+        warn=stderr_log(),  # a warning is not progress: --quiet keeps it
     )
     rec = wheel.build_wheel(settings, job, log)
     sbom, prov = attest_wheel(settings, job.output / rec.wheel)
     log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")
     out_json({"wheel": rec.wheel, "sha256": rec.sha256, "tag": rec.tag, "glibc_required": rec.glibc_required}
+             | {"toolchain": rec.toolchain_ref.label}
              | {"path": str(job.output / rec.wheel), "record": str(job.output / "wheel-record.json")})
     return 0
 
@@ -41,8 +82,13 @@ def register(subparsers: Subparsers, common: Common) -> None:
         subparsers, "wheel", "build the compiler core's wheel against an LLVM prefix, offline and reproducibly", [common.build]
     )
     p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
-    p.add_argument("--llvm", required=True, metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm)")
+    p.add_argument("--llvm", metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm); required to build")
     p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
+    p.add_argument(
+        "--python", nargs="?", const=LIST_PYTHONS, metavar="PATH_OR_VERSION",
+        help="the interpreter of the build venv: a path, or X.Y for pythonX.Y on PATH (default: the one running "
+        "hermetic); without a value: list the interpreters found, with their headers and wheel tags, and exit",
+    )
     p.set_defaults(func=cmd_wheel)
 
     w = add_command(

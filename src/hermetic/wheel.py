@@ -214,12 +214,13 @@ def wheel_toolchain(
 
     The LLVM's record decides (`built_with`): an LLVM built with zig links zig's libc++, one built by the
     host's g++ links libstdc++, and one extension cannot hold both. `--toolchain`/`--glibc` may only say
-    the same; without a record the selected (or default) toolchain is used, with a warning.
+    the same. Without a record (a distribution's LLVM, say) the host's compiler is used unless
+    `--toolchain` names another, with a warning: whatever built such an LLVM, it was not our zig.
     """
     catalog = toolchain.load(settings.toolchain_dir)
     if built_with is None:
-        tc = toolchain.select(catalog, settings.toolchain, settings.glibc)
-        how = "selected" if settings.toolchain else "the default"
+        tc = toolchain.select(catalog, settings.toolchain or HOST.name, settings.glibc)
+        how = "selected" if settings.toolchain else "no record names a pinned toolchain"
         warn(
             f"wheel: warning: {prefix} has no hermetic build record, so nothing says which compiler built it; "
             f"compiling with {tc.label} ({how}). A static LLVM built by another toolchain will not link "

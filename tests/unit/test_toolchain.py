@@ -85,11 +85,10 @@ def write_data(tmp_path: Path, text: str) -> Path:
 # --- data --------------------------------------------------------------------
 
 
-def test_real_data_loads_zig_and_the_host_default() -> None:
+def test_real_data_loads_the_zig_default_and_host() -> None:
     cat = toolchain.load(ROOT / "toolchain")
-    # host stays the default until the wheel builds with zig too (toolchains.yml says why)
-    assert cat.default == "host" and set(cat.names()) == {"zig", "host"}
-    assert toolchain.select(cat).kind == "host"
+    assert cat.default == "zig" and set(cat.names()) == {"zig", "host"}
+    assert toolchain.select(cat).kind == "zig"
     zig = toolchain.select(cat, "zig")
     assert zig.kind == "zig" and zig.version == "0.17.1" and zig.target == "x86_64-linux-gnu.2.28"
     assert zig.glibc == "2.28" and zig.arch == "x86_64" and len(zig.sha256) == 64
@@ -572,9 +571,9 @@ def test_cli_toolchain_list(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     rc, out, _ = run_cli(capsys, monkeypatch, "toolchain", "list", "--root", str(ROOT))
     zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
     assert rc == 0 and zig.slim is not None
-    assert out.startswith("zig: ziglang 0.17.1 (clang 22), target x86_64-linux-gnu.2.28, arches x86_64 aarch64")
+    assert out.startswith("zig (default): ziglang 0.17.1 (clang 22), target x86_64-linux-gnu.2.28, arches x86_64 aarch64")
     assert f"wheel {zig.file}  sha256 {zig.sha256}" in out and f"slim  {zig.slim.file}  sha256 {zig.slim.sha256}" in out
-    assert "\nhost (default): " in out
+    assert "\nhost: " in out
 
 
 def test_cli_toolchain_slim_checks_the_pin(

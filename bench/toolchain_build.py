@@ -45,7 +45,8 @@ def _build(name: str, work: Path, args: argparse.Namespace, extra: list[str]) ->
     if args.source:
         argv += ["--source", args.source]
     t0 = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])))
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         sys.exit(f"bench: the {name} build failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

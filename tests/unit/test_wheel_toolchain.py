@@ -156,10 +156,20 @@ def test_the_project_s_py_api_and_the_current_interpreter() -> None:
 def test_unusable_interpreters_are_refused_before_building(tmp_path: Path) -> None:
     zig = toolchain.for_root(settings(tmp_path).root, "zig")
     host = toolchain.for_root(settings(tmp_path).root, "host")
-    debian = dataclasses.replace(_interp("3.11.2"), multiarch=True)
+    # Debian's multiarch pyconfig.h: usable with zig only where the arch's own header is there
+    inc = tmp_path / "include" / "python3.11"
+    inc.mkdir(parents=True)
+    (inc / "pyconfig.h").write_text("#if defined(__x86_64__)\n# include <x86_64-linux-gnu/python3.11/pyconfig.h>\n"
+                                    "#elif defined(__aarch64__)\n# include <aarch64-linux-gnu/python3.11/pyconfig.h>\n#endif\n")
+    debian = dataclasses.replace(_interp("3.11.2"), multiarch=True, include=str(inc))
     with pytest.raises(UsageError, match="headers cannot be used with zig") as exc:
         wheel._usable(debian, zig)
     assert "multiarch" in exc.value.why
+    real = tmp_path / "include" / "x86_64-linux-gnu" / "python3.11" / "pyconfig.h"
+    real.parent.mkdir(parents=True)
+    real.write_text("#define X 1\n")
+    wheel._usable(debian, zig)
+    assert wheel.multiarch_pyconfig(debian, zig) == ("x86_64-linux-gnu/python3.11/pyconfig.h", real)
     wheel._usable(debian, host)  # the host compiler searches /usr/include
     with pytest.raises(UsageError, match="no development headers"):
         wheel._usable(dataclasses.replace(_interp("3.12.1"), headers=False), host)

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,55 +23,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
-
-def run_hermetic(*args: str, cwd: Path, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "hermetic", *args], cwd=cwd, env=env, capture_output=True, text=True, umask=umask
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-@pytest.fixture(scope="session")
-def wheel_cache(source_cache: Path) -> Path:
-    """The cache holding the filled wheelhouse (downloaded once, verified every time)."""
-    if not (PREFIX / "lib" / "cmake" / "llvm" / "LLVMConfig.cmake").is_file():
-        pytest.fail(f"no LLVM 19 at {PREFIX}: apt-get install llvm-19-dev or set HERMETIC_TEST_LLVM_PREFIX")
-    run_hermetic("wheelhouse", "--root", str(ROOT), "--cache", str(source_cache), cwd=ROOT)
-    return source_cache
-
-
-@pytest.fixture(scope="session")
-def two_builds(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Iterator[list[dict[str, Any]]]:
-    # One snapshot of the project, copied to two places: the builds also differ in the project's location,
-    # and an edit to src/compiler between the two builds cannot make them differ.
-    snap = tmp_path_factory.mktemp("project")
-    first = snap / "a" / "compiler"
-    shutil.copytree(ROOT / "src" / "compiler", first, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
-    shutil.copytree(first, snap / "b" / "elsewhere" / "compiler")
-    out: list[dict[str, Any]] = []
-    for label, umask, depth, project in (
-        ("a", 0o022, "w", first),
-        ("b", 0o077, "deeper/nested/w", snap / "b" / "elsewhere" / "compiler"),
-    ):
-        base = tmp_path_factory.mktemp(f"wheel-{label}")
-        work = base / depth
-        cwd = base / "cwd"
-        cwd.mkdir()
-        proc = run_hermetic(
-            "wheel", str(project), "--llvm", str(PREFIX),
-            "--root", str(ROOT), "--cache", str(wheel_cache), "--work-dir", str(work),
-            "--output", str(base / "dist"), "--jobs", os.environ.get("HERMETIC_TEST_JOBS", "2"), "--offline", "auto",
-            cwd=cwd, umask=umask,
-        )
-        printed = json.loads(proc.stdout)
-        rec = json.loads((base / "dist" / "wheel-record.json").read_text())
-        out.append({"printed": printed, "record": rec, "wheel": base / "dist" / rec["wheel"], "work": work})
-    yield out
-
+# run_hermetic and the `two_builds` fixture live in conftest.py: test_verify_wheel.py verifies the first build.
 
 def test_two_builds_are_identical(two_builds: list[dict[str, Any]]) -> None:
     a, b = two_builds

@@ -10,23 +10,23 @@ refuses to run with another one.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import platform
 import shutil
 import subprocess
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .digests import file_sha256
-from .errors import EnvironmentError_, SourceError, disk_full
+from .errors import EnvironmentError_, SourceError
 from .log import Log, null_log
 from .record import scan_tree, tree_digest
 from .settings import Settings
+from .staging import staged_dir
+from .toolchain import write_file as _write_file
 from .wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
 
 TOOLS = ("cmake", "ninja")  # the wheels whose executables a build runs
@@ -91,9 +91,7 @@ def _target(rel: str, name: str, version: str) -> str | None:
 
 
 def _unpack(wheel: Path, name: str, version: str, sha256: str, dest: Path, log: Log) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
-    try:
+    with staged_dir(dest) as tmp:
         count = 0
         with zipfile.ZipFile(wheel) as z:
             for info in z.infolist():
@@ -102,27 +100,14 @@ def _unpack(wheel: Path, name: str, version: str, sha256: str, dest: Path, log: 
                     continue
                 if rel.startswith("/") or ".." in rel.split("/"):
                     raise SourceError(f"{wheel.name} holds an unsafe path {info.filename!r}", "", f"remove {wheel}")
-                target = tmp / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                os.chmod(target, 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
+                with z.open(info) as src:
+                    _write_file(tmp, rel, src, bool((info.external_attr >> 16) & 0o111))
                 count += 1
         if not (tmp / "bin" / name).is_file():
             raise SourceError(f"{wheel.name} holds no {name} executable", "not the wheel build-requirements.txt pins",
                               "check toolchain/build-requirements.txt")
         (tmp / _MARK).write_text(json.dumps({"sha256": sha256, "wheel": wheel.name, "tree": _unpacked_digest(tmp)}) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)  # an incomplete earlier unpack
-        os.replace(tmp, dest)
-        log(f"build tools: unpacked {count} files of {wheel.name}")
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if exc.errno == errno.ENOSPC:
-            raise disk_full(str(dest), exc) from exc
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    log(f"build tools: unpacked {count} files of {wheel.name}")
 
 
 def ensure(settings: Settings, log: Log = null_log) -> BuildTools:

@@ -43,6 +43,7 @@ from .errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError
 from .log import Log, null_log
 from .record import scan_tree, tree_digest
 from .sources import admit_file, cached_file
+from .staging import staged_dir
 
 KINDS = ("zig", "host")
 # zig's name of an architecture, Conan's, and the name of zig's libc include directories.
@@ -467,7 +468,8 @@ def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
     return d if mark.get("tree") == _unpacked_digest(d) else None
 
 
-def _write_file(tmp: Path, rel: str, src: IO[bytes], executable: bool) -> None:
+def write_file(tmp: Path, rel: str, src: IO[bytes], executable: bool) -> None:
+    """One unpacked file with a fixed mode (0755 or 0644): the umask and the archive's modes do not count."""
     target = tmp / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "wb") as out:
@@ -482,9 +484,7 @@ def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Calla
     marker's `from` says which file it was.
     """
     dest = unpacked_dir(cache_dir, tc)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
-    try:
+    with staged_dir(dest) as tmp:
         entries = fill(tmp)
         if not (tmp / "zig").is_file():
             raise SourceError(f"{origin['file']} holds no zig binary at its root", "not a zig toolchain",
@@ -496,16 +496,6 @@ def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Calla
         mark = {"sha256": tc.sha256, "file": tc.file, "entries": entries, "tree": _unpacked_digest(tmp),
                 "from": origin}
         (tmp / _MARK).write_text(json.dumps(mark) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)  # an incomplete earlier unpack
-        os.replace(tmp, dest)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if exc.errno == errno.ENOSPC:
-            raise disk_full(str(dest), exc) from exc
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
@@ -523,7 +513,7 @@ def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> 
         with zipfile.ZipFile(wheel) as z:
             for m in members:
                 with z.open(m.info) as src:
-                    _write_file(tmp, m.rel, src, m.executable)
+                    write_file(tmp, m.rel, src, m.executable)
         return len(members)
 
     return _install(cache_dir, tc, {"file": tc.file, "sha256": tc.sha256}, fill)
@@ -591,7 +581,7 @@ def _fill_from_slim(archive: Path, root: str, tmp: Path) -> int:
                 src = tar.extractfile(info)
                 if src is None:  # isreg() members always have data; kept for the type checker
                     raise SourceError(f"cannot read {info.name!r} in {archive.name}", "", "derive it again")
-                _write_file(tmp, rel, src, bool(info.mode & 0o111))
+                write_file(tmp, rel, src, bool(info.mode & 0o111))
                 files += 1
             # tar stops at its end marker; reading xz to its end checks its index and checksums too
             while xz.read(1 << 20):

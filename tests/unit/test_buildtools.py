@@ -74,7 +74,7 @@ def test_another_cmake_first_on_path_is_refused(tmp_path: Path) -> None:
     other.mkdir()
     (other / "cmake").write_text("#!/bin/sh\necho 'cmake version 4.4.4'\n")  # even one saying the same version
     (other / "cmake").chmod(0o755)
-    with pytest.raises(EnvironmentError_, match="not the pinned cmake 4.4.4"):
+    with pytest.raises(EnvironmentError_, match=r"not the pinned cmake 4\.4\.4"):
         buildtools.check_versions(tools, {"PATH": f"{other}:{tools.path('/usr/bin')}"})
 
 

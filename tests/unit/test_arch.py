@@ -151,6 +151,9 @@ def test_cli_refuses_arch_with_the_host_toolchain_and_unknown_names(tmp_path: Pa
     other = "arm64" if toolchain.machine_arch() != "arm64" else "amd64"
     proc = hermetic(*common, "--toolchain", "host", "--arch", other, check=False)
     assert proc.returncode == 2 and "host toolchain builds for this" in proc.stderr and "Traceback" not in proc.stderr
+    # fetch refuses it before it downloads anything
+    proc = hermetic("fetch", "--toolchain", "host", "--arch", other, "--cache", str(tmp_path / "c"), check=False)
+    assert proc.returncode == 2 and "--toolchain zig" in proc.stderr and not (tmp_path / "c").exists()
     proc = hermetic(*common, "--arch", "sparc", check=False)
     assert proc.returncode == 2 and "use one of: amd64, arm64" in proc.stderr
     proc = hermetic(*common, "--toolchain", "zig", "--no-urls", "--no-apt", check=False, env={"HERMETIC_ARCH": other})

@@ -44,3 +44,21 @@ def support_zig_install(tmp_path_factory: pytest.TempPathFactory, source_cache: 
         "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet", "--toolchain", "zig",
     )
     return work / "llvm" / "support" / "record.json"
+
+
+@pytest.fixture(scope="session")
+def arm64_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
+    """Path of the record.json of a real `support` build for arm64, cross-built here with zig (tests under qemu).
+
+    About twice the CPU of the zig `support` build (reports/arm64-support.json). HERMETIC_TEST_ARM64_SUPPORT=RECORD
+    reuses a finished one for local runs.
+    """
+    given = os.environ.get("HERMETIC_TEST_ARM64_SUPPORT")
+    if given:
+        return Path(given)
+    work = tmp_path_factory.mktemp("arm64-support")
+    hermetic(
+        "build", "llvm", "--variant", "support", "--toolchain", "zig", "--arch", "arm64", "--work-dir", str(work),
+        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
+    )
+    return work / "llvm" / "support" / "record.json"

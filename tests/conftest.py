@@ -56,3 +56,25 @@ def zig_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: 
     data = json.loads(record.read_text())
     assert (data.get("toolchain_id") or {}).get("kind") == "zig", f"{record} is not a zig build"
     return record
+
+
+@pytest.fixture(scope="session")
+def arm64_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
+    """Path of the record.json of a real `support` build for arm64, cross-built here with zig (tests under qemu).
+
+    About twice the CPU of the zig `support` build (reports/arm64-support.json). HERMETIC_TEST_ARM64_SUPPORT=RECORD
+    reuses a finished one for local runs.
+    """
+    given = os.environ.get("HERMETIC_TEST_ARM64_SUPPORT")
+    if given:
+        return Path(given)
+    if os.environ.get("HERMETIC_TEST_CROSS") != "1":
+        # Measured at 2.1-2.4x the CPU of the native zig build: about 20 minutes more on CI's 2 cores,
+        # over its 45-minute budget with the rest. Opt in until CI has the time (issue 12).
+        pytest.skip("the arm64 cross build is opt-in: HERMETIC_TEST_CROSS=1 (or HERMETIC_TEST_ARM64_SUPPORT=RECORD)")
+    work = tmp_path_factory.mktemp("arm64-support")
+    hermetic(
+        "build", "llvm", "--variant", "support", "--toolchain", "zig", "--arch", "arm64", "--work-dir", str(work),
+        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
+    )
+    return work / "llvm" / "support" / "record.json"

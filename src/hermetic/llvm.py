@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -71,8 +72,13 @@ def inputs_digest(
         "variant": variant.digest(),
         "source": source,
         "toolchain": _toolchain_digest(recipe.path.parents[1] / "toolchain"),
-        "compiler": tc.identity(),
+        "compiler": tc.identity(),  # its target names the architecture
     }
+    build_tc = toolchain.for_build_machine(tc)
+    if build_tc is not None:
+        # A cross build also compiles and runs tablegen for the build machine; a native build's
+        # data stays as it was, so its digest does not change.
+        data["build_machine_compiler"] = build_tc.identity()
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -216,9 +222,19 @@ def _build_into(
     log_path.write_text("")
     # The compiler: the pinned toolchain's generated profile and wrappers, or the host's detected one.
     tc = inputs.toolchain or toolchain.for_root(settings.root)
+    arch = toolchain.target_arch(tc)
+    # A cross build (the target is not this machine's): a second profile for the build machine, and
+    # the test_package's program runs under qemu, checked now rather than after the compile.
+    build_tc = toolchain.for_build_machine(tc)
+    emulator = toolchain.emulator(arch) if build_tc else None
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
-    prepared = toolchain.prepare(tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache")
+    prepared = toolchain.prepare(
+        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc
+    )
     log(f"build: toolchain {tc.label}")
+    if build_tc and emulator:
+        log(f"build: cross build for linux/{arch} on {toolchain.machine_arch()}: tablegen built by {build_tc.label}, "
+            f"test_package run by {shlex.join(emulator)}")
     # CMake and Ninja: the pinned wheels' executables first on PATH, and checked to be the ones run.
     tools = buildtools.ensure(settings, log)
     env = sandbox.build_env(
@@ -248,9 +264,15 @@ def _build_into(
         f"-c=tools.build:jobs={settings.jobs}",
         f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
     ]
+    if prepared.build_profile is not None:
+        profiles = [f"-pr:h={profile}", f"-pr:b={prepared.build_profile}"]
+    else:
+        profiles = [f"-pr:a={profile}"]
+    if emulator:
+        confs.append(f"-c:h=user.hermetic:emulator={shlex.join(emulator)}")
     log(f"build: llvm {recipe.version} variant {variant.name} with {settings.jobs} jobs (log: {log_path})")
     sandbox.run(
-        [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", f"-pr:a={profile}", *options, *confs, "--build=missing", "--no-remote"],
+        [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs, "--build=missing", "--no-remote"],
         what=f"build LLVM variant {variant.name}",
         env=env,
         cwd=new,
@@ -258,7 +280,9 @@ def _build_into(
         log_path=log_path,
         quiet=settings.quiet,
         label=f"llvm-{variant.name}",
-        phases=("compile", "install", "test_package"),
+        # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
+        # from 1: the phases cannot be named from the order, so the count goes unnamed.
+        phases=() if prepared.build_profile else ("compile", "install", "test_package"),
     )
     listing = sandbox.run(
         [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],
@@ -281,6 +305,7 @@ def _build_into(
     entries = record.scan_tree(staged)
     wall = time.time() - started
     ptx = sorted(test_out.glob("*.ptx"))
+    ran = test_run(test_out, emulator, log_path)
     rec = record.BuildRecord(
         recipe=record.RecipeRef(recipe.name, recipe.version, recipe.digest()),
         variant=variant.name,
@@ -298,10 +323,13 @@ def _build_into(
         started=iso_time(started),
         finished=iso_time(started + wall),
         build_commands=commands,
-        test_package=record.TestPackage(True, tuple(record.PtxFile(p.name, file_sha256(p)) for p in ptx)),
+        test_package=record.TestPackage(
+            True, tuple(record.PtxFile(p.name, file_sha256(p)) for p in ptx), output=ran.output, emulator=ran.emulator,
+        ),
         install_root=str(install),
         tree=record.Tree.from_entries(entries),
         toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
+        arch=arch,
     )
     record.write_record(new / "record.json", rec)
     if not keep_build:
@@ -311,6 +339,48 @@ def _build_into(
         f"({rec.tree.size / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
     )
     return rec
+
+
+TEST_RUN = "run.json"  # what the test_package's test() writes into HERMETIC_TEST_OUTPUT
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """How the test_package's program ran: what it printed, and the emulator of a cross build (else None)."""
+
+    __test__ = False  # not a pytest class
+
+    output: str
+    emulator: str | None
+
+
+def test_run(test_out: Path, emulator: tuple[str, ...] | None, log_path: Path) -> TestRun:
+    """Read the test_package's account of its run; a build whose program did not run is not a good build.
+
+    Conan skips a test_package's test() where it thinks the build's programs cannot run (a cross
+    build without an emulator), so its silence would otherwise pass. The recipe's test() checks the
+    program's output itself; this checks that it ran, and under the emulator hermetic gave it.
+    """
+    path = test_out / TEST_RUN
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BuildError(
+            "the test_package did not run its program",
+            f"{path} is missing or unreadable ({exc}); Conan skips test() where it cannot run the build's programs",
+            f"see {log_path}",
+        ) from exc
+    ran_with = [str(a) for a in data.get("emulator") or []]
+    if ran_with != list(emulator or ()):
+        raise BuildError(
+            "the test_package's program did not run the way this build asked",
+            f"expected {shlex.join(emulator) if emulator else 'a native run'}, "
+            f"it ran with {shlex.join(ran_with) if ran_with else 'no emulator'}",
+            f"see {log_path}",
+        )
+    # The record names the emulator by its file name: the machine's path of it is no input of the tree.
+    shown = shlex.join([Path(ran_with[0]).name, *ran_with[1:]]) if ran_with else None
+    return TestRun(str(data.get("output", "")).strip(), shown)
 
 
 def iso_time(t: float) -> str:

@@ -71,7 +71,9 @@ def plan_all(
     """The main job: toolchain, fetch, wheelhouse, prune, build, image, wheel."""
     rec = recipe.load(settings.recipes_dir)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
+    arch = settings.arch or toolchain.machine_arch()
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
+    cross = arch != toolchain.machine_arch()
 
     # toolchain: the pinned compiler, fetched, verified and unpacked (the host's compiler is not fetched)
     if tc.kind == "host":
@@ -142,7 +144,9 @@ def plan_all(
     build_step = Step(
         "build", f"build llvm-{variant.name}", build_id,
         DONE if done else RUN,
-        f"up to date: {done}" if done else f"{why}; {settings.jobs} jobs, offline={settings.offline}, toolchain {tc.label}",
+        f"up to date: {done}" if done else
+        f"{why}; linux/{arch}{f' cross-built on {toolchain.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
+        f"offline={settings.offline}, toolchain {tc.label}",
         build,
     )
 
@@ -159,11 +163,14 @@ def plan_all(
     prefix = llvm.build_dir(settings, variant.name) / "install" / rec.prefix(variant.name).lstrip("/")
     wrec = wheel.load_wheel_recipe(settings.recipes_dir)
     wheel_id = _digest("wheel", build_id, wrec.digest(), reqs.digest())
+    if not has_nvptx:
+        wheel_state, wheel_detail = SKIP, _no_wheel(variant)
+    elif cross:
+        wheel_state, wheel_detail = SKIP, f"no {arch} wheel yet: the wheel is built for this machine's arch only"
+    else:
+        wheel_state, wheel_detail = RUN, f"tilec against {rec.prefix(variant.name)}, offline"
     wheel_step = Step(
-        "wheel", "wheel src/compiler", wheel_id,
-        RUN if has_nvptx else SKIP,
-        f"tilec against {rec.prefix(variant.name)}, offline" if has_nvptx else _no_wheel(variant),
-        lambda: steps.make_wheel(settings, prefix, log),
+        "wheel", "wheel src/compiler", wheel_id, wheel_state, wheel_detail, lambda: steps.make_wheel(settings, prefix, log)
     )
     return Plan(variant.name, (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step))
 

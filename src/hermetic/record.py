@@ -437,19 +437,30 @@ class PtxFile:
 
 @dataclass(frozen=True)
 class TestPackage:
-    """The recipe's test_package run: find_package(LLVM) and a .ll lowered to PTX."""
+    """The recipe's test_package run: find_package(LLVM) and a .ll lowered to PTX.
+
+    `output` is what its program printed (records written before it existed lack it); `emulator` is
+    how a cross build ran it (`qemu-aarch64-static -L /usr/aarch64-linux-gnu`), absent for a native run.
+    """
 
     __test__ = False  # not a pytest class
 
     ran: bool
     ptx: tuple[PtxFile, ...]
+    output: str | None = None
+    emulator: str | None = None
 
     @classmethod
     def from_json(cls, f: _Fields) -> TestPackage:
-        return cls(f.boolean("ran"), tuple(PtxFile(p.string("file"), p.string("sha256")) for p in f.objs("ptx")))
+        return cls(
+            f.boolean("ran"), tuple(PtxFile(p.string("file"), p.string("sha256")) for p in f.objs("ptx")),
+            output=f.opt_string("output"), emulator=f.opt_string("emulator"),
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {"ran": self.ran, "ptx": [p.as_json() for p in self.ptx]}
+        out: dict[str, Any] = {"ran": self.ran, "ptx": [p.as_json() for p in self.ptx]}
+        out |= {k: v for k, v in (("output", self.output), ("emulator", self.emulator)) if v is not None}
+        return out
 
 
 @dataclass(frozen=True)
@@ -501,6 +512,7 @@ class BuildRecord:
     tree: Tree
     schema: str = RECORD_SCHEMA
     toolchain_id: ToolchainRef | None = None  # None: a record written before it existed (host)
+    arch: str | None = None  # the tree's OCI architecture (amd64, arm64); None: a record written before it existed
 
     @property
     def toolchain_ref(self) -> ToolchainRef:
@@ -540,6 +552,7 @@ class BuildRecord:
             test_package=TestPackage.from_json(f.obj("test_package")),
             install_root=f.string("install_root"),
             tree=Tree.from_json(f.obj("tree")),
+            arch=f.opt_string("arch"),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -557,6 +570,7 @@ class BuildRecord:
             "offline": self.offline.as_json(),
             "toolchain": self.toolchain.as_json() if self.toolchain else None,
             "toolchain_id": self.toolchain_id.as_json() if self.toolchain_id else None,
+            "arch": self.arch,
             "jobs": self.jobs,
             "wall_time_s": self.wall_time_s,
             "started": self.started,
@@ -566,7 +580,7 @@ class BuildRecord:
             "install_root": self.install_root,
             "tree": self.tree.as_json(),
         }
-        for late in ("toolchain", "toolchain_id", "started", "finished"):  # absent from records written before they existed
+        for late in ("toolchain", "toolchain_id", "arch", "started", "finished"):  # absent from records written before they existed
             if out[late] is None:
                 del out[late]
         return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .toolchain import PLATFORMS, machine_arch
 
 OFFLINE_MODES = ("auto", "require", "off")
 _GLIBC = re.compile(r"^2\.\d+$")
@@ -54,6 +55,7 @@ class Settings:
     toolchain: str | None = None  # None: toolchain/toolchains.yml's `default:`
     glibc: str | None = None  # glibc floor of a zig target (2.NN); None: the toolchain's own
     wheelhouse: Path | None = None  # the pinned build requirements; None: <cache>/wheelhouse
+    arch: str | None = None  # OCI architecture to build for (amd64, arm64); None: this machine's
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -93,6 +95,7 @@ _KEYS = {
     "toolchain": "TOOLCHAIN",
     "glibc": "GLIBC",
     "wheelhouse": "WHEELHOUSE",
+    "arch": "ARCH",
 }
 
 
@@ -162,6 +165,11 @@ def resolve(
     if glibc is not None and not _GLIBC.match(glibc):
         raise UsageError(f"invalid glibc floor {glibc!r}", "expected 2.NN", "e.g. --glibc 2.28 (or 2.17)")
 
+    # The OCI names, as images carry them; toolchain.PLATFORMS maps them to zig's and Conan's.
+    arch = str(merged["arch"]).strip() if merged.get("arch") else machine_arch()
+    if merged.get("arch") and arch not in PLATFORMS:
+        raise UsageError(f"invalid architecture {arch!r}", "", f"use one of: {', '.join(PLATFORMS)} (OCI names)")
+
     return Settings(
         root=root,
         cache_dir=cache.expanduser().resolve(),
@@ -176,4 +184,5 @@ def resolve(
         toolchain=str(merged["toolchain"]) if merged.get("toolchain") else None,
         glibc=glibc,
         wheelhouse=Path(str(merged["wheelhouse"])).expanduser().resolve() if merged.get("wheelhouse") else None,
+        arch=arch,
     )

@@ -21,6 +21,7 @@ import hashlib
 import json
 import lzma
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -48,6 +49,26 @@ from .staging import staged_dir
 KINDS = ("zig", "host")
 # zig's name of an architecture, Conan's, and the name of zig's libc include directories.
 ARCHES = {"x86_64": ("x86_64", "x86"), "aarch64": ("armv8", "aarch64")}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """An architecture by its OCI name (`--arch`, the image platform) and what the other tools call it."""
+
+    oci: str  # amd64 | arm64
+    zig: str  # a key of ARCHES: zig's target arch (toolchains.yml `arches`), whose Conan name ARCHES gives
+    machines: tuple[str, ...]  # what platform.machine() says on such a machine
+    llvm_triple: str  # LLVM_HOST_TRIPLE of a cross build: what LLVM infers when built natively there
+    emulator: tuple[str, ...]  # how another machine runs its programs: qemu-user with the cross loader/libc
+    packages: tuple[str, ...]  # the Debian packages that provide the emulator
+
+
+PLATFORMS = {
+    "amd64": Platform("amd64", "x86_64", ("x86_64", "amd64"), "x86_64-unknown-linux-gnu",
+                      ("qemu-x86_64-static", "-L", "/usr/x86_64-linux-gnu"), ("qemu-user-static", "libc6-amd64-cross")),
+    "arm64": Platform("arm64", "aarch64", ("aarch64", "arm64"), "aarch64-unknown-linux-gnu",
+                      ("qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"), ("qemu-user-static", "libc6-arm64-cross")),
+}
 _GLIBC = re.compile(r"^2\.(\d+)$")
 _TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")
 UNPACK_LAYOUT = 1  # bump when the unpacked selection (keep_member) changes
@@ -227,6 +248,13 @@ def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, 
                 "the machine's compiler links against the machine's own glibc",
                 "drop --glibc / HERMETIC_GLIBC, or use --toolchain zig",
             )
+        here = machine_arch()
+        if arch and arch != zig_arch(here):
+            raise UsageError(
+                f"--arch {oci_arch(arch)} needs a cross compiler; the host toolchain builds for this {here} machine only",
+                "the machine's compiler, headers and libraries are its own architecture's",
+                f"use --toolchain zig --arch {oci_arch(arch)}, or drop --arch / HERMETIC_ARCH",
+            )
         return tc
     new_arch = arch or tc.arch
     if new_arch not in tc.arches:
@@ -246,6 +274,68 @@ def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, 
 
 def _replace_target(tc: Toolchain, target: str) -> Toolchain:
     return replace(tc, target=target)
+
+
+def machine_arch() -> str:
+    """This machine's OCI architecture name (amd64, arm64), or platform.machine() when it is neither."""
+    here = platform.machine().lower()
+    return next((p.oci for p in PLATFORMS.values() if here in p.machines), here)
+
+
+def zig_arch(oci: str) -> str:
+    """The toolchain's (zig's) name of an OCI architecture; a name the table lacks stays as it is."""
+    return PLATFORMS[oci].zig if oci in PLATFORMS else oci
+
+
+def oci_arch(zig: str) -> str:
+    return next((p.oci for p in PLATFORMS.values() if p.zig == zig), zig)
+
+
+def target_arch(tc: Toolchain) -> str:
+    """The OCI architecture a toolchain builds for: its target's, or this machine's for host."""
+    return oci_arch(tc.arch) if tc.kind == "zig" else machine_arch()
+
+
+def for_build_machine(tc: Toolchain) -> Toolchain | None:
+    """For a cross build, the same pinned toolchain targeting this machine; None when `tc` targets it.
+
+    A cross build runs programs it compiles (LLVM's tablegen): those must be built for the build
+    machine, by the same pinned compiler, so the host's compiler takes no part there either.
+    """
+    if tc.kind == "host":
+        return None
+    here = machine_arch()
+    if zig_arch(here) == tc.arch:
+        return None
+    if zig_arch(here) not in tc.arches:
+        raise EnvironmentError_(
+            f"toolchain {tc.name} cannot build on this {here} machine",
+            f"it targets {', '.join(tc.arches)} only, and a cross build needs programs for the build machine",
+            "build on an amd64 or arm64 machine",
+        )
+    return _replace_target(tc, f"{zig_arch(here)}-linux-gnu.{tc.glibc}")
+
+
+def emulator(arch: str) -> tuple[str, ...]:
+    """The command line that runs a program of `arch` on this machine: qemu-user and the cross loader/libc.
+
+    Checked before a cross build starts, so a missing package fails in seconds, not after the compile.
+    """
+    plat = PLATFORMS[arch]
+    fix = f"install Debian's {' and '.join(plat.packages)}: apt-get install -y {' '.join(plat.packages)}"
+    qemu = shutil.which(plat.emulator[0])
+    if qemu is None:
+        raise EnvironmentError_(
+            f"cannot run {arch} programs on this {machine_arch()} machine: {plat.emulator[0]} is not on PATH",
+            "a cross build's test_package runs under qemu-user", fix,
+        )
+    sysroot = Path(plat.emulator[-1])
+    if not any(sysroot.glob("lib/ld-linux*.so*")):
+        raise EnvironmentError_(
+            f"cannot run {arch} programs on this {machine_arch()} machine: {sysroot} holds no {arch} loader",
+            f"{plat.emulator[0]} -L {sysroot} takes the dynamic loader and glibc from there", fix,
+        )
+    return (qemu, *plat.emulator[1:])
 
 
 def for_root(root: Path, name: str | None = None, glibc: str | None = None) -> Toolchain:
@@ -643,6 +733,7 @@ class Prepared:
     profile: Path
     detect: bool
     env: dict[str, str] = field(default_factory=dict)
+    build_profile: Path | None = None  # a cross build's profile of the build machine (Conan's -pr:b)
 
 
 def zig_env(cache_root: Path) -> dict[str, str]:
@@ -697,6 +788,7 @@ def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Pat
         clang_version=tc.clang_version,
         target=tc.target,
         conan_arch=ARCHES[tc.arch][0],
+        llvm_triple=PLATFORMS[oci_arch(tc.arch)].llvm_triple,
         cc=bin_dir / "cc",
         cxx=bin_dir / "c++",
         reproducible=toolchain_dir / "reproducible.cmake",
@@ -704,12 +796,20 @@ def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Pat
     )
 
 
-def prepare(tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path, cache_root: Path) -> Prepared:
-    """Generate the build's profile (and, for zig, its wrappers) under `out`."""
+def prepare(
+    tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path, cache_root: Path,
+    build: Toolchain | None = None,
+) -> Prepared:
+    """Generate the build's profile (and, for zig, its wrappers) under `out`.
+
+    `build` (for_build_machine) makes it a cross build: the build machine's profile and wrappers go
+    under `out/build-machine`, and the environment's CC/CXX stay the target's.
+    """
     if tc.kind == "host":
         return Prepared(toolchain_dir / "profiles" / "hermetic", detect=True)
     if zig_root is None:
         raise EnvironmentError_(f"toolchain {tc.name} is not unpacked", "", "run `hermetic fetch`")
+    build_profile = prepare(build, zig_root, out / "build-machine", toolchain_dir, cache_root).profile if build else None
     bin_dir = out / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, text in wrapper_scripts(tc, zig_root, cache_root).items():
@@ -721,7 +821,7 @@ def prepare(tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path
     profile = out / "profile"
     profile.write_text(render_profile(tc, toolchain_dir, bin_dir, tools))
     env = zig_env(cache_root) | {"CC": str(bin_dir / "cc"), "CXX": str(bin_dir / "c++")}
-    return Prepared(profile, detect=False, env=env)
+    return Prepared(profile, detect=False, env=env, build_profile=build_profile)
 
 
 # --- the slim archive: what the GPU runner receives ------------------------------------

@@ -18,9 +18,11 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     rec = recipe.load(settings.recipes_dir)
     recipe.resolve_variant(rec, settings.variant)
+    # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
+    arch = toolchain.zig_arch(settings.arch or toolchain.machine_arch())
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     house = fetch_wheelhouse(settings, log)
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
     compiler = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     out_json(got.as_json() | {"path": str(got.path), "wheelhouse": str(house),
                               "toolchain": {"label": tc.label, "path": str(compiler) if compiler else None}})

@@ -42,6 +42,10 @@ def common_parsers() -> Common:
     g.add_argument("--no-apt", dest="use_apt", action="store_false", default=s, help="do not fetch through apt")
     g.add_argument("--toolchain", default=s, help="pinned compiler: zig (default) or host (HERMETIC_TOOLCHAIN)")
     g.add_argument("--glibc", default=s, help="glibc floor of the zig target, 2.NN (HERMETIC_GLIBC; 2.28)")
+    # dest target_arch: image, pull, attest and inspect have an --arch of their own (a platform to pick, any name).
+    g.add_argument("--arch", dest="target_arch", default=s,
+                   help="architecture to build for, amd64 or arm64; another than this machine's is cross-built with zig "
+                        "(HERMETIC_ARCH; this machine's)")
     g.add_argument("--wheelhouse", metavar="DIR", default=s,
                    help="the hash-pinned build requirements: CMake, Ninja, the wheel's (HERMETIC_WHEELHOUSE; CACHE/wheelhouse)")
     g.add_argument("--no-urls", dest="use_urls", action="store_false", default=s, help="do not download from URLs")

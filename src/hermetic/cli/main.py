@@ -19,7 +19,9 @@ from .common import Handler, common_parsers
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, toolchain, oci, wheel, verify, attest, inspect)
 
-_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls", "toolchain", "glibc", "wheelhouse")
+_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls", "toolchain", "glibc", "wheelhouse", "arch")
+# Options whose argparse dest differs from the setting's name (common.py says why).
+_DESTS = {"arch": "target_arch"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        cli_values = {k: getattr(args, k) for k in _SETTING_KEYS if hasattr(args, k)}
+        cli_values = {k: getattr(args, _DESTS.get(k, k)) for k in _SETTING_KEYS if hasattr(args, _DESTS.get(k, k))}
         settings = resolve(cli_values, os.environ, Path.cwd())
         return func(args, settings)
     except HermeticError as exc:

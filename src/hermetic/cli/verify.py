@@ -39,7 +39,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
             keep=args.keep,
             reuse_pruned=args.reuse_pruned,
-            arch=args.arch,
+            arch=settings.arch,  # the common --arch: also which platform of a multi-platform layout
             log=stderr_log(settings.quiet),
         )
     except Mismatch as exc:
@@ -67,6 +67,5 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
     p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")
     p.add_argument("--reuse-pruned", action="store_true", help="take the pruned source from the cache (sha256 checked) instead of pruning again")
-    p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)

@@ -40,6 +40,8 @@ wait_done() {
 
 launch() {
   mkdir -p "$BASE"
+  # the last run's marker would end the wait at once, before the new runner.sh has removed it
+  rm -f "$RUN_OUT/done"
   (cd "$SNAP" && HERMETIC_RUNNER_OUT="$RUN_OUT" HERMETIC_RUNNER_WORK="$BASE/work" \
     setsid nohup bash tests/gpu/runner.sh "$@" >"$LOG" 2>&1 </dev/null &)
   echo "== launched runner.sh $* (log $LOG)"

@@ -25,8 +25,7 @@ from .errors import EnvironmentError_, SourceError
 from .log import Log, null_log
 from .record import scan_tree, tree_digest
 from .settings import Settings
-from .staging import staged_dir
-from .toolchain import write_file as _write_file
+from .staging import staged_dir, write_file
 from .wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
 
 TOOLS = ("cmake", "ninja")  # the wheels whose executables a build runs
@@ -101,7 +100,7 @@ def _unpack(wheel: Path, name: str, version: str, sha256: str, dest: Path, log: 
                 if rel.startswith("/") or ".." in rel.split("/"):
                     raise SourceError(f"{wheel.name} holds an unsafe path {info.filename!r}", "", f"remove {wheel}")
                 with z.open(info) as src:
-                    _write_file(tmp, rel, src, bool((info.external_attr >> 16) & 0o111))
+                    write_file(tmp, rel, src, bool((info.external_attr >> 16) & 0o111))
                 count += 1
         if not (tmp / "bin" / name).is_file():
             raise SourceError(f"{wheel.name} holds no {name} executable", "not the wheel build-requirements.txt pins",

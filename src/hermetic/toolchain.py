@@ -35,16 +35,16 @@ import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
 from .digests import file_sha256
 from .errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError, disk_full
 from .log import Log, null_log
-from .record import scan_tree, tree_digest
+from .record import ToolchainRef, scan_tree, tree_digest
 from .sources import admit_file, cached_file
-from .staging import staged_dir
+from .staging import staged_dir, write_file
 
 KINDS = ("zig", "host")
 # zig's name of an architecture, Conan's, and the name of zig's libc include directories.
@@ -270,6 +270,13 @@ def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, 
     except ValueError as exc:
         raise UsageError(f"invalid glibc floor {floor!r}", "expected 2.NN, e.g. 2.28", "use e.g. --glibc 2.28") from exc
     return _replace_target(tc, f"{new_arch}-linux-gnu.{floor}")
+
+
+def select_recorded(catalog: Catalog, ref: ToolchainRef) -> Toolchain:
+    """This checkout's toolchain of the name, glibc floor and arch a record names (its identity may differ:
+    callers compare)."""
+    arch = ref.target.split("-", 1)[0] if ref.target else None
+    return select(catalog, ref.name, ref.glibc or None, arch)
 
 
 def _replace_target(tc: Toolchain, target: str) -> Toolchain:
@@ -556,15 +563,6 @@ def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
     if not (isinstance(mark, dict) and mark.get("sha256") == tc.sha256 and (d / "zig").is_file()):
         return None
     return d if mark.get("tree") == _unpacked_digest(d) else None
-
-
-def write_file(tmp: Path, rel: str, src: IO[bytes], executable: bool) -> None:
-    """One unpacked file with a fixed mode (0755 or 0644): the umask and the archive's modes do not count."""
-    target = tmp / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "wb") as out:
-        shutil.copyfileobj(src, out, 1 << 20)
-    os.chmod(target, 0o755 if executable else 0o644)
 
 
 def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Callable[[Path], int]) -> Path:

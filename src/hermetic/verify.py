@@ -279,9 +279,8 @@ def _release_archive(
 
 def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolchain.Toolchain:
     """This checkout's toolchain of the recorded name and target; refused when its pinned identity differs."""
-    arch = want.target.split("-", 1)[0] if want.target else None
     try:
-        tc = toolchain.select(toolchain.load(settings.toolchain_dir), want.name, want.glibc or None, arch)
+        tc = toolchain.select_recorded(toolchain.load(settings.toolchain_dir), want)
     except UsageError as exc:
         raise VerifyError(
             f"this checkout cannot select the toolchain the artifact was built with ({want.label})",

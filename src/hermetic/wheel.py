@@ -238,9 +238,8 @@ def wheel_toolchain(
             "drop --toolchain/--glibc (HERMETIC_TOOLCHAIN/HERMETIC_GLIBC): the LLVM's record decides; or build an LLVM "
             f"with that toolchain first (`hermetic build llvm {asked}`)",
         )
-    arch = built_with.target.split("-", 1)[0] if built_with.target else None
     try:
-        tc = toolchain.select(catalog, built_with.name, built_with.glibc or None, arch)
+        tc = toolchain.select_recorded(catalog, built_with)
     except UsageError as exc:
         raise UsageError(
             f"this checkout cannot select the toolchain the LLVM at {prefix} was built with ({built_with.label})",
@@ -260,6 +259,9 @@ def wheel_toolchain(
 
 # --- the interpreter ----------------------------------------------------------------------------
 
+# Debian's multiarch pyconfig.h includes the arch's own: `#include <x86_64-linux-gnu/python3.X/pyconfig.h>`.
+MULTIARCH_INCLUDE = r"#\s*include\s*<([A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python[^>/]+/pyconfig\.h)>"
+
 _PROBE = r"""
 import json, os, platform, re, sys, sysconfig
 paths = sysconfig.get_paths()
@@ -274,9 +276,10 @@ print(json.dumps({
     "implementation": platform.python_implementation(), "include": inc,
     "headers": os.path.isfile(os.path.join(inc, "Python.h")) and os.path.isfile(cfg),
     "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-    "multiarch": bool(re.search(r"#\s*include\s*<[A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python", text)),
+    "multiarch": bool(re.search(@MULTIARCH@, text)),
 }))
 """
+_PROBE = _PROBE.replace("@MULTIARCH@", repr(MULTIARCH_INCLUDE))
 
 
 @dataclass(frozen=True)
@@ -319,7 +322,7 @@ def current_interpreter() -> Interpreter:
         implementation=platform.python_implementation(), include=inc,
         headers=(Path(inc) / "Python.h").is_file() and cfg.is_file(),
         free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-        multiarch=bool(re.search(r"#\s*include\s*<[A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python", text)),
+        multiarch=bool(re.search(MULTIARCH_INCLUDE, text)),
     )
 
 
@@ -424,7 +427,7 @@ def multiarch_pyconfig(interp: Interpreter, tc: toolchain.Toolchain) -> tuple[st
         text = stub.read_text(errors="replace")
     except OSError:
         return None
-    for name in re.findall(r"#\s*include\s*<([A-Za-z0-9_]+-linux-gnu[A-Za-z0-9_]*/python[^>/]+/pyconfig\.h)>", text):
+    for name in re.findall(MULTIARCH_INCLUDE, text):
         real = stub.parent.parent / name
         if name.startswith(f"{tc.arch}-linux-gnu") and real.is_file():
             return name, real

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..errors import UsageError, VerifyError
 from ..record import load_build_record
+from ..staging import staged_dir
 from .layer import LayerInfo, write_layer
 
 OCI_LAYOUT_VERSION = "1.0.0"
@@ -420,9 +420,7 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
 
     start = time.monotonic()
     output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with staged_dir(output, _replace_dir) as tmpdir:
         layout = Layout(tmpdir)
         layout.init()
         tmp_layer = tmpdir / "blobs" / "sha256" / ".layer.tmp"
@@ -457,10 +455,6 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
             annotations={REF_NAME: spec.name},
         )
         layout.write_index([desc])
-        _replace_dir(tmpdir, output)
-    except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
     return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
 
 
@@ -520,9 +514,7 @@ def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:
         )
     title = titles.pop() or "image"
     output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with staged_dir(output, _replace_dir) as tmpdir:
         out = Layout(tmpdir)
         out.init()
         manifests = []
@@ -538,10 +530,6 @@ def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:
         root = Descriptor(MT_INDEX, out.put_bytes(index_bytes), len(index_bytes), annotations={REF_NAME: title})
         out.write_index([root])
         out.verify()
-        _replace_dir(tmpdir, output)
-    except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
     return root
 
 

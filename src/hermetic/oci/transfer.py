@@ -9,17 +9,15 @@ points at missing ones; rerunning it skips what is already there.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import RegistryError, UsageError, VerifyError, disk_full
+from ..errors import RegistryError, UsageError, VerifyError
+from ..staging import staged_dir
 from .layout import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -113,9 +111,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
             "the registry serves damaged data; nothing was kept",
         )
     dest = dest.absolute()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with staged_dir(dest, _replace_dir) as tmpdir:
         layout = Layout(tmpdir)
         layout.init()
         platform = None
@@ -168,10 +164,6 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         name = ref.tag or ref.repository.rsplit("/", 1)[-1]
         final = Descriptor(media_type, digest, len(body), platform=platform, annotations={REF_NAME: name})
         layout.write_index([final])
-        _replace_dir(tmpdir, dest)
-    except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
     return final
 
 
@@ -192,9 +184,7 @@ def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descri
     else:
         plat = {}
     dest = dest.absolute()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with staged_dir(dest, _replace_dir) as tmpdir:
         out = Layout(tmpdir)
         out.init()
         body = src.read_blob(manifest)  # verified against the digest the index names
@@ -212,15 +202,6 @@ def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descri
         name = source.tag or root.ref_name or source.path.name
         final = Descriptor(manifest.media_type, manifest.digest, manifest.size, platform=plat, annotations={REF_NAME: name})
         out.write_index([final])
-        _replace_dir(tmpdir, dest)
-    except OSError as exc:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        if exc.errno == errno.ENOSPC:
-            raise disk_full(str(dest), exc) from exc
-        raise
-    except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
     return final
 
 

@@ -48,7 +48,6 @@ from .log import Log, null_log
 from .settings import Settings
 from .wheelfile import (
     WheelName,
-    _vkey,
     extension_problems,
     manylinux_platform,
     parse_auditwheel,
@@ -56,6 +55,7 @@ from .wheelfile import (
     repack,
     symbol_versions,
     verify_record,
+    version_key,
 )
 from .wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
 
@@ -672,7 +672,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         needs: dict[str, str] = {}
         for so in _extract_binaries(raw, Path(tmp)):
             for lib, ver in symbol_versions(so).items():
-                if lib not in needs or _vkey(ver) > _vkey(needs[lib]):
+                if lib not in needs or version_key(ver) > version_key(needs[lib]):
                     needs[lib] = ver
             if tc.kind == "zig":
                 problems = extension_problems(so, tc.glibc)

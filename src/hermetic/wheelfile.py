@@ -172,7 +172,8 @@ def verify_record(wheel: Path) -> list[str]:
 _GLIBC = re.compile(r"\b(GLIBC|GLIBCXX|CXXABI)_([0-9]+(?:\.[0-9]+)+)\b")
 
 
-def _vkey(v: str) -> tuple[int, ...]:
+def version_key(v: str) -> tuple[int, ...]:
+    """`2.28` as (2, 28): versions compare as numbers, not text."""
     return tuple(int(x) for x in v.split("."))
 
 
@@ -180,7 +181,7 @@ def max_symbol_versions(text: str) -> dict[str, str]:
     """Highest GLIBC_/GLIBCXX_/CXXABI_ version named in readelf/objdump output."""
     best: dict[str, str] = {}
     for lib, ver in _GLIBC.findall(text):
-        if lib not in best or _vkey(ver) > _vkey(best[lib]):
+        if lib not in best or version_key(ver) > version_key(best[lib]):
             best[lib] = ver
     return best
 
@@ -285,7 +286,7 @@ def extension_problems(binary: Path, glibc_floor: str) -> list[str]:
         problems.append(f"exports {len(exported)} symbol(s) of the C++ standard library or its runtime: {shown}")
     versions = symbol_versions(binary)
     glibc = versions.get("GLIBC")
-    if glibc and _vkey(glibc) > _vkey(glibc_floor):
+    if glibc and version_key(glibc) > version_key(glibc_floor):
         problems.append(f"needs GLIBC_{glibc}, above the target's floor {glibc_floor}")
     for lib in ("GLIBCXX", "CXXABI"):
         if lib in versions:

@@ -327,7 +327,7 @@ def test_max_symbol_versions_compares_numerically() -> None:
 
 def test_symbol_versions_of_a_real_binary() -> None:
     found = wheelfile.symbol_versions(Path(sys.executable).resolve())
-    assert "GLIBC" in found and wheelfile._vkey(found["GLIBC"]) >= (2, 2)
+    assert "GLIBC" in found and wheelfile.version_key(found["GLIBC"]) >= (2, 2)
 
 
 def test_parse_auditwheel_among_log_lines() -> None:

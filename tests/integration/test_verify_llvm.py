@@ -5,10 +5,11 @@ fresh layout, and verified from that layout alone (the provenance says what
 to rebuild): pruned source, install tree and image manifest digests must all
 match, rebuilt in another directory under another umask, later.
 
-The mismatch: a `cmake` earlier on PATH runs the real one and then appends the
-wall clock to an installed header, a non-reproducible tool of the kind verify
-exists to catch. Nothing in hermetic knows about it; verify must name the file
-and show the line through diffoscope.
+The mismatch: the host toolchain's compiler is the machine's (`--toolchain host`), and a `c++`
+earlier on PATH runs the real one and then appends the wall clock to the build's generated
+llvm-config.h, which is installed: a non-reproducible tool of the kind verify exists to catch.
+(CMake and Ninja are pinned, so a fake cmake is no longer run.) Nothing in hermetic knows about
+it; verify must name the file and show the line through diffoscope.
 """
 
 from __future__ import annotations
@@ -72,37 +73,37 @@ def test_verify_rebuilds_the_pulled_image_from_its_provenance(
     assert rebuilt["offline"]["enforced"] is True
 
 
-def _nondeterministic_cmake(bin_dir: Path) -> Path:
-    real = shutil.which("cmake")
-    assert real, "cmake is not installed"
+def _nondeterministic_compiler(bin_dir: Path) -> Path:
+    real = shutil.which("c++")
+    assert real, "c++ is not installed"
     bin_dir.mkdir(parents=True)
-    wrapper = bin_dir / "cmake"
+    lock = bin_dir / "marked"  # outside the build: the first compile that sees the header marks it, once
+    wrapper = bin_dir / "c++"
     wrapper.write_text(
         "#!/bin/sh\n"
-        f"{real!s} \"$@\"\n"
-        "rc=$?\n"
-        'case " $* " in\n'
-        '  *" install-distribution "*)\n'
-        '    if [ "$rc" -eq 0 ] && [ -n "$DESTDIR" ]; then\n'
-        '      for h in "$DESTDIR"/usr/lib64/llvm-*/include/llvm/Config/llvm-config.h; do\n'
-        f"        printf '/* {MARK}: installed at %s */\\n' \"$(date +%s.%N)\" >> \"$h\"\n"
-        "      done\n"
-        "    fi;;\n"
-        "esac\n"
-        'exit "$rc"\n'
+        f'{real!s} "$@" || exit $?\n'
+        "for a do\n"
+        "  case $a in\n"
+        "    -I*)\n"
+        '      h="${a#-I}/llvm/Config/llvm-config.h"\n'
+        f'      if [ -f "$h" ] && mkdir "{lock}" 2>/dev/null; then\n'
+        f"        printf '/* {MARK}: compiled at %s */\\n' \"$(date +%s.%N)\" >> \"$h\"\n"
+        "      fi;;\n"
+        "  esac\n"
+        "done\n"
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return bin_dir
 
 
 def test_verify_catches_a_timestamp_in_an_installed_file(support_install: Path, source_cache: Path, tmp_path: Path) -> None:
-    bin_dir = _nondeterministic_cmake(tmp_path / "bin")
+    bin_dir = _nondeterministic_compiler(tmp_path / "bin")
     rebuild = tmp_path / "rebuild"
     proc = hermetic(
         "verify", str(support_install), "--cache", str(source_cache), "--rebuild-dir", str(rebuild),
         "--reuse-pruned", "--jobs", JOBS,
         # the interpreter's own bin dir next: Conan is then run as is, not through a launcher (pyenv's
-        # shims) that would put the real cmake's directory ahead of ours
+        # shims) that would put the real compiler's directory ahead of ours
         env={"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])},
         check=False,
     )

@@ -6,16 +6,23 @@ wheels (verified by sha256 on every look, like the rest of the wheelhouse) carry
 executables under `<name>/data/`; that directory is unpacked into the cache once and its bin/
 goes first on the build's PATH. Before a build, each tool is asked for its version: a build
 refuses to run with another one.
+
+Conan is the other tool that writes bytes (the generated toolchain files, the package layout): it
+is hermetic's own dependency, pinned in pyproject.toml, and the build runs the Conan of the Python
+that runs hermetic, after checking that its version is the pinned one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,3 +163,38 @@ def check_versions(tools: BuildTools, env: dict[str, str]) -> dict[str, str]:
             )
         found[t.name] = line
     return found
+
+
+def conan_pin() -> str:
+    """The Conan version hermetic pins: from its installed metadata, else (run from a checkout's src/
+    without installing) from that checkout's pyproject.toml."""
+    try:
+        reqs = importlib.metadata.requires("hermetic") or []
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        reqs = tomllib.loads(pyproject.read_text())["project"]["dependencies"] if pyproject.is_file() else []
+    for req in reqs:
+        name, sep, version = req.partition("==")
+        if sep and name.strip().lower() == "conan":
+            return version.split(";")[0].strip()
+    raise EnvironmentError_(
+        "hermetic's requirements pin no Conan version (conan==X)",
+        "builds refuse to run an unpinned Conan",
+        "reinstall hermetic from its checkout: pip install -e .",
+    )
+
+
+def conan_command() -> list[str]:
+    """The Conan the build runs (this Python's, never PATH's), checked to be the pinned version."""
+    pin = conan_pin()
+    try:
+        have = importlib.metadata.version("conan")
+    except importlib.metadata.PackageNotFoundError:
+        have = "not installed"
+    if have != pin:
+        raise EnvironmentError_(
+            f"the build would run Conan {have} ({sys.executable} -m conans.conan), not the pinned Conan {pin}",
+            "Conan writes the generated toolchain files and the package layout: another version may change the tree",
+            f"pip install conan=={pin}",
+        )
+    return [sys.executable, "-m", "conans.conan"]

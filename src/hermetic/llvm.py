@@ -117,11 +117,6 @@ def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _conan(settings: Settings) -> list[str]:
-    exe = shutil.which("conan")
-    return [exe] if exe else [sys.executable, "-m", "conans.conan"]
-
-
 def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False) -> record.BuildRecord:
     """Build `inputs.variant` and return its record (also written to record.json).
 
@@ -244,7 +239,7 @@ def _build_into(
     )
     env["PATH"] = tools.path(env["PATH"])
     buildtools.check_versions(tools, env)
-    conan = _conan(settings)
+    conan = buildtools.conan_command()
     profile = prepared.profile
     started = time.time()
     if prepared.detect:

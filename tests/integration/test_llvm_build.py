@@ -151,3 +151,20 @@ def test_host_build_on_debian_12_gives_the_committed_digest(first: dict) -> None
     if first["toolchain"]["cc"] != DEBIAN_12_GCC:
         pytest.skip(f"built with {first['toolchain']['cc']!r}, not Debian 12's gcc: the committed digest does not apply")
     assert first["tree"]["digest"] == committed
+
+
+def test_a_build_with_another_conan_is_refused_before_it_runs(tmp_path: Path, source_cache: Path) -> None:
+    """Conan's version is read from what this Python imports: another one first on PYTHONPATH
+    (here only its metadata, which is what pip leaves) makes the build stop with exit 9."""
+    fake = tmp_path / "site" / "conan-2.0.1.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: conan\nVersion: 2.0.1\n")
+    work = tmp_path / "work"
+    proc = hermetic(
+        "build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache),
+        "--toolchain", "host", "--quiet", env={"PYTHONPATH": str(tmp_path / "site")}, check=False,
+    )
+    assert proc.returncode == 9, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "the build would run Conan 2.0.1" in proc.stderr and "pip install conan==" in proc.stderr
+    assert not (work / "llvm" / "support" / "record.json").exists()

@@ -104,3 +104,24 @@ def test_a_wheelhouse_without_the_tools_says_how_to_fill_it(tmp_path: Path) -> N
 def test_the_real_pins_name_both_tools() -> None:
     reqs = (ROOT / "toolchain" / "build-requirements.txt").read_text()
     assert all(f"\n{name}==" in "\n" + reqs for name in buildtools.TOOLS)
+
+
+def test_conan_pin_is_pyprojects_and_the_installed_conan_passes() -> None:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = [d.partition("==")[2] for d in deps if d.startswith("conan==")]
+    assert pinned and buildtools.conan_pin() == pinned[0]
+    # this environment was installed from the pins (.ci/setup): the build's Conan is this Python's
+    assert buildtools.conan_command()[1:] == ["-m", "conans.conan"]
+
+
+def test_another_conan_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = buildtools.importlib.metadata.version
+    monkeypatch.setattr(buildtools.importlib.metadata, "version",
+                        lambda name: "2.0.1" if name == "conan" else real(name))
+    with pytest.raises(EnvironmentError_) as err:
+        buildtools.conan_command()
+    msg = str(err.value)
+    assert "Conan 2.0.1" in msg and f"pinned Conan {buildtools.conan_pin()}" in msg
+    assert err.value.fix == f"pip install conan=={buildtools.conan_pin()}" and "toolchain files" in err.value.why

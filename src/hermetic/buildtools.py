@@ -197,4 +197,7 @@ def conan_command() -> list[str]:
             "Conan writes the generated toolchain files and the package layout: another version may change the tree",
             f"pip install conan=={pin}",
         )
-    return [sys.executable, "-m", "conans.conan"]
+    # This Python's import path, given to the Conan process itself: the build's environment is fixed
+    # (no PYTHONPATH), and a PYTHONPATH would also reach every compile and configure below Conan.
+    paths = list(dict.fromkeys(p for p in sys.path if p and Path(p).is_dir()))
+    return [sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}; from conans.conan import run; run()"]

@@ -15,7 +15,6 @@ import platform
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from . import buildtools, record, sandbox, toolchain
 from .digests import file_sha256
-from .errors import BuildError, disk_full
+from .errors import BuildError, EnvironmentError_, disk_full
 from .log import Log
 from .recipe import Recipe, Variant
 from .settings import Settings
@@ -106,12 +105,16 @@ def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
     def which(name: str) -> str:
         return shutil.which(name, path=env.get("PATH")) or name
 
+    try:
+        conan = _version([*buildtools.conan_command(), "--version"])
+    except EnvironmentError_ as err:  # a wheel's record says so; an LLVM build has refused before this
+        conan = err.what
     return {
         "cc": _version([which(env.get("CC", "cc")), "--version"]),
         "cxx": _version([which(env.get("CXX", "c++")), "--version"]),
         "cmake": _version([which("cmake"), "--version"]),
         "ninja": _version([which("ninja"), "--version"]),
-        "conan": _version([sys.executable, "-m", "conans.conan", "--version"]),
+        "conan": conan,
         "python": platform.python_version(),
         "machine": f"{platform.system().lower()}-{platform.machine()}",
     }

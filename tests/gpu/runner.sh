@@ -153,8 +153,8 @@ install_wheels() {
   if ((${#whl[@]})); then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${whl[@]}" || return 1
   fi
-  # hermetic runs build steps with a fixed environment (no PYTHONPATH), so conan must find
-  # its package by itself: a two-line launcher on PATH.
+  # hermetic runs Conan with its own import path (PYTHONPATH below reaches it); this launcher is
+  # for running the carried conan by hand and for the version line in the log.
   cat >"$BIN/conan" <<EOF
 #!/bin/sh
 PYTHONPATH="$SITE\${PYTHONPATH:+:\$PYTHONPATH}" exec "$(command -v "$PY")" -m conans.conan "\$@"

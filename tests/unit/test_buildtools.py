@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -113,7 +115,10 @@ def test_conan_pin_is_pyprojects_and_the_installed_conan_passes() -> None:
     pinned = [d.partition("==")[2] for d in deps if d.startswith("conan==")]
     assert pinned and buildtools.conan_pin() == pinned[0]
     # this environment was installed from the pins (.ci/setup): the build's Conan is this Python's
-    assert buildtools.conan_command()[1:] == ["-m", "conans.conan"]
+    cmd = buildtools.conan_command()
+    assert cmd[0] == sys.executable and "from conans.conan import run" in cmd[-1]
+    out = subprocess.run([*cmd, "--version"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert out.stdout.strip() == f"Conan version {buildtools.conan_pin()}", out
 
 
 def test_another_conan_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

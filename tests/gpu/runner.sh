@@ -7,7 +7,8 @@
 #
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
-#                            [--toolchain NAME] [--mirror DIR] [--bench]
+#                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
+#                            [--again] [--tilec-bench] [--compare-host]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -24,6 +25,14 @@
 #                 archive (the runner has no network)                             (.zig, if there)
 #   --bench       last, bench/toolchain_build.py: `support` built with host and with zig
 #                 side by side (toolchain-build-support.json in --out)            (HERMETIC_RUNNER_BENCH=1)
+#   --no-support  skip the `support` build (its digest is evidenced elsewhere)    (HERMETIC_RUNNER_SUPPORT=0)
+#   --again       build the wheel a second time in another work dir, umask 077 and cwd, and
+#                 require the same sha256 (wheel-again.json)                      (HERMETIC_RUNNER_AGAIN=1)
+#   --tilec-bench bench/tilec_gpu.sh with the wheel (tilec against Triton and raw cuda-python;
+#                 JSON in --out/tilec-bench)                                      (HERMETIC_RUNNER_TILEC_BENCH=1)
+#   --compare-host  the variant again with the host compiler (timed beside the pinned toolchain's
+#                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
+#                 with each wheel (--out/cold-<toolchain>/bench-compile.json)    (HERMETIC_RUNNER_COMPARE_HOST=1)
 #
 # Carrying the zig toolchain: the 101 MB wheel is too big for a device call, its 46 MB slim
 # archive is not. Where the wheel can be fetched, `hermetic toolchain slim --output .zig`
@@ -52,6 +61,10 @@ WHEELHOUSE=${HERMETIC_RUNNER_WHEELHOUSE:-}
 WHEELS=${HERMETIC_RUNNER_WHEELS:-$REPO/.whl}
 PACK=${HERMETIC_RUNNER_PACK:-1}
 BENCH=${HERMETIC_RUNNER_BENCH:-0}
+SUPPORT=${HERMETIC_RUNNER_SUPPORT:-1}
+AGAIN=${HERMETIC_RUNNER_AGAIN:-0}
+TILEC_BENCH=${HERMETIC_RUNNER_TILEC_BENCH:-0}
+COMPARE_HOST=${HERMETIC_RUNNER_COMPARE_HOST:-0}
 VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
 TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, resolved below
 MIRROR=${HERMETIC_RUNNER_MIRROR:-}
@@ -69,6 +82,10 @@ while (($#)); do
     --wheels) WHEELS=$2; shift 2 ;;
     --no-pack) PACK=0; shift ;;
     --bench) BENCH=1; shift ;;
+    --no-support) SUPPORT=0; shift ;;
+    --again) AGAIN=1; shift ;;
+    --tilec-bench) TILEC_BENCH=1; shift ;;
+    --compare-host) COMPARE_HOST=1; shift ;;
     --variant) VARIANT=$2; shift 2 ;;
     --toolchain) TOOLCHAIN=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
@@ -80,7 +97,8 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$OUT/toolchain-build-support.json" "$WORK/logs"
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT/toolchain-build-support.json" "$WORK/logs" \
+  "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
 SITE="$WORK/site"            # carried wheels (conan) go here
@@ -215,7 +233,9 @@ show_build_log() {
 }
 
 # support first: minutes, and evidence of its own (a tree digest to compare across machines).
-if step build-support build_variant support; then
+if ((!SUPPORT)); then
+  skip build-support "--no-support"
+elif step build-support build_variant support; then
   cp "$HW/llvm/support/record.json" "$OUT/support-record.json"
 else
   show_build_log support build-support
@@ -265,19 +285,30 @@ step ptxas check_ptx
 HAVE_WHEEL_CMD=0
 hermetic wheel --help >/dev/null 2>&1 && HAVE_WHEEL_CMD=1
 fact HAVE_WHEEL_CMD "$HAVE_WHEEL_CMD"
-build_wheel() {
-  rm -rf "$DIST" && mkdir -p "$DIST" || return 1
+# wheel_into DIST WORK_DIR LLVM_PREFIX [args...]: the tilec wheel against one LLVM prefix.
+wheel_into() {
+  local dist=$1 hw=$2 prefix=$3; shift 3
+  rm -rf "$dist" && mkdir -p "$dist" || return 1
   local extra=()
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
-  hermetic wheel "$REPO/src/compiler" --llvm "$PREFIX" --output "$DIST" --offline "$OFFLINE" \
-    --work-dir "$HW" --cache "$WORK/cache" --jobs "$JOBS" "${TC_ARGS[@]}" "${extra[@]}" || return 1
-  cp "$DIST/wheel-record.json" "$OUT/" 2>/dev/null
+  hermetic wheel "$REPO/src/compiler" --llvm "$prefix" --output "$dist" --offline "$OFFLINE" \
+    --work-dir "$hw" --cache "$WORK/cache" --jobs "$JOBS" "${extra[@]}" "$@"
+}
+# one_wheel DIST: the path of the one wheel in DIST
+one_wheel() {
   shopt -s nullglob
-  local w=("$DIST"/*.whl)
+  local w=("$1"/*.whl)
   shopt -u nullglob
-  ((${#w[@]} == 1)) || { echo "expected one wheel in $DIST, found ${#w[@]}"; return 1; }
-  fact WHEEL "${w[0]}"
-  cp "${w[0]}" "$OUT/"
+  ((${#w[@]} == 1)) || { echo "expected one wheel in $1, found ${#w[@]}" >&2; return 1; }
+  echo "${w[0]}"
+}
+build_wheel() {
+  wheel_into "$DIST" "$HW" "$PREFIX" "${TC_ARGS[@]}" || return 1
+  cp "$DIST/wheel-record.json" "$OUT/" 2>/dev/null
+  local w
+  w=$(one_wheel "$DIST") || return 1
+  fact WHEEL "$w"
+  cp "$w" "$OUT/"
 }
 WHEEL_OK=0
 if ((HAVE_WHEEL_CMD)); then
@@ -352,7 +383,64 @@ pack() {
 }
 if ((PACK)); then step pack pack; else skip pack "--no-pack"; fi
 
-# --- 7. bench: the same variant with the host compiler and with zig, one after the other --------
+# --- 7. the same wheel again: another work dir, umask and cwd; the same sha256 required ----------
+wheel_again() {
+  local first second
+  first=$(one_wheel "$DIST") || return 1
+  mkdir -p "$WORK/again/cwd" || return 1
+  (umask 077 && cd "$WORK/again/cwd" && wheel_into "$WORK/again/dist" "$WORK/again/hermetic" "$PREFIX" "${TC_ARGS[@]}") || return 1
+  second=$(one_wheel "$WORK/again/dist") || return 1
+  "$PY" "$HELPERS/same_wheel.py" "$first" "$second" "$OUT/wheel-again.json"
+}
+if ((AGAIN)); then
+  if ((WHEEL_OK)); then step wheel-again wheel_again; else skip wheel-again "no wheel"; fi
+fi
+
+# --- 8. tilec against Triton and raw cuda-python with this wheel ----------------------------------
+tilec_bench() {
+  mkdir -p "$OUT/tilec-bench" || return 1
+  (cd "$REPO" && env -u PYTHONPATH OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
+    ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/tilec-bench-cache" bash bench/tilec_gpu.sh "$DIST")
+}
+if ((TILEC_BENCH)); then
+  if ((WHEEL_OK)); then step tilec-bench tilec_bench; else skip tilec-bench "no wheel"; fi
+fi
+
+# --- 9. the host compiler beside the pinned one: the LLVM build time, and tilec's cold compile -----
+HOST_HW="$WORK/host"
+build_host() {
+  hermetic build llvm --variant "$VARIANT" --source "$SOURCE" --jobs "$JOBS" --offline "$OFFLINE" \
+    --work-dir "$HOST_HW" --cache "$WORK/cache" --no-apt --no-urls --toolchain host \
+    ${WHEELHOUSE:+--wheelhouse "$WHEELHOUSE"} || return 1
+  cp "$HOST_HW/llvm/$VARIANT/record.json" "$OUT/host-record.json"
+}
+# cold_compile NAME WHEEL_DIR: bench/tilec_compile.py --only cold with that wheel in a private target
+cold_compile() {
+  local site w
+  w=$(one_wheel "$2") || return 1
+  site="$WORK/cold-$1/site"
+  rm -rf "$site" && mkdir -p "$site" || return 1
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$w" || return 1
+  (cd "$REPO" && env PYTHONPATH="$site" ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/cold-$1/cache" \
+    "$PY" bench/tilec_compile.py --only cold --out "$OUT/cold-$1")
+}
+compare_host() {
+  local host_prefix
+  host_prefix=$("$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1])); print(os.path.join(r["install_root"], r["prefix"].lstrip("/")))' "$OUT/host-record.json") || return 1
+  wheel_into "$WORK/dist-host" "$HOST_HW" "$host_prefix" --toolchain host || return 1
+  cold_compile "${TOOLCHAIN:-default}" "$DIST" || return 1
+  cold_compile host "$WORK/dist-host"
+}
+if ((COMPARE_HOST)); then
+  if step build-host build_host; then
+    if ((WHEEL_OK)); then step compare-host compare_host; else skip compare-host "no wheel"; fi
+  else
+    show_build_log "$VARIANT" build-host
+    skip compare-host "build-host failed"
+  fi
+fi
+
+# --- 10. bench: the same variant with the host compiler and with zig, one after the other --------
 bench_toolchain() {
   local extra=(--mirror "$MIRROR")
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")

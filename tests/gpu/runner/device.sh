@@ -10,6 +10,7 @@
 #                                               when its record still matches its inputs)
 #   device.sh collect main                      report, log, records (nvptx, support), PTX, junit xml,
 #                                               wheel record, wheel -> $OUT
+#   device.sh collect extra                     wheel-again.json, host-record.json, cold-*/, tilec-bench/ -> $OUT/extra.tar
 #   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
 set -uo pipefail
 
@@ -96,6 +97,11 @@ case $cmd in
           "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl
         ls -l "$OUT" "$RUN_OUT"
         ;;
+      extra)
+        # what --again, --compare-host and --tilec-bench wrote, in one tar
+        (cd "$RUN_OUT" && shopt -s nullglob && tar -cf "$OUT/extra.tar" wheel-again.json host-record.json cold-* tilec-bench)
+        tar -tvf "$OUT/extra.tar"
+        ;;
       parts)
         first=${2:-0}
         shopt -s nullglob
@@ -108,5 +114,5 @@ case $cmd in
     esac
     ;;
   *)
-    sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 2 ;;
+    sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac

@@ -239,6 +239,34 @@ def junit(path: Path) -> dict[str, Any] | None:
     return {"total": sum(counts.values()), **counts, "failing": failing, "skipped_tests": skipped}
 
 
+def _cold_medians(path: Path) -> dict[str, float]:
+    """Per kernel, the median cold IR->cubin time (s) bench/tilec_compile.py measured."""
+    if not path.is_file():
+        return {}
+    cold = json.loads(path.read_text()).get("cold_tilec") or {}
+    return {k: v["cold_s"]["median"] for k, v in cold.items() if isinstance(v, dict) and "cold_s" in v}
+
+
+def compare_host(out: Path, pinned: dict[str, Any] | None, host: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The pinned toolchain's build against the host compiler's, on this machine in this run (ratios: pinned/host)."""
+    if host is None:
+        return None
+    a, b = (pinned or {}).get("wall_time_s"), host.get("wall_time_s")
+    cold_pinned = _cold_medians(out / f"cold-{name}" / "bench-compile.json")
+    cold_host = _cold_medians(out / "cold-host" / "bench-compile.json")
+    return {
+        "toolchains": {"pinned": name, "other": "host"},
+        "llvm_wall_time_s": {"pinned": a, "host": b},
+        "llvm_build_ratio": round(a / b, 3) if a and b else None,
+        "host_tree_digest": host.get("tree_digest"),
+        "cold_compile_median_s": {"pinned": cold_pinned, "host": cold_host},
+        "cold_compile_ratio": {
+            k: round(cold_pinned[k] / cold_host[k], 3) for k in cold_pinned if cold_host.get(k)
+        },
+        "goal": "cold compile with the pinned toolchain's LLVM at most 1.05x the host-built LLVM's",
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -353,6 +381,12 @@ def main() -> int:
         "install_tree_archive": pack,
         # bench/toolchain_build.py's result when the runner ran with --bench
         "bench_toolchain": json.loads(bench.read_text()) if (bench := out / "toolchain-build-support.json").is_file() else None,
+        # --again: the wheel built a second time elsewhere
+        "wheel_again": json.loads(again.read_text()) if (again := out / "wheel-again.json").is_file() else None,
+        # --compare-host: the same variant with the host compiler, and tilec's cold compile with each LLVM
+        "compare_host": compare_host(out, llvm, llvm_summary(out / "host-record.json"), facts.get("TOOLCHAIN") or "default"),
+        # --tilec-bench: what bench/tilec_gpu.sh wrote
+        "tilec_bench": sorted(p.name for p in (out / "tilec-bench").glob("*")) if (out / "tilec-bench").is_dir() else None,
     }
     tmp = out / "report.json.tmp"
     tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -23,7 +23,13 @@ def support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path
 
     Built with the host toolchain (Debian's gcc): the many rebuilds of the tests that use it cost a
     third of a zig build each. The pinned toolchain's own build is `zig_support_install`.
+    HERMETIC_TEST_SUPPORT=RECORD reuses a finished host build for local runs.
     """
+    given = os.environ.get("HERMETIC_TEST_SUPPORT")
+    if given:
+        record = Path(given)
+        assert (json.loads(record.read_text()).get("toolchain_id") or {}).get("kind") == "host", f"{record} is not a host build"
+        return record
     work = tmp_path_factory.mktemp("support-a")
     jobs = str(os.cpu_count() or 2)
     hermetic(

@@ -134,3 +134,37 @@ def test_push_without_attestations(image: Path, registry: Any) -> None:
     assert registry.tags(repo) == ["1"]
     proc = hermetic("inspect", f"{registry.host}/{repo}:1", "--insecure", "--json")
     assert {v["status"] for v in json.loads(proc.stdout)["attestations"].values()} == {"missing"}
+
+
+def test_a_multi_platform_index_carries_each_platform_s_attestations(
+    support_install: Path, registry: Any, tmp_path: Path
+) -> None:
+    """`image index` keeps each platform image's SBOM and provenance; push publishes them; pull and
+    inspect with --platform get that platform's image and its own attestations. (The arm64 entry is
+    this machine's tree under an arm64 label: what is tested here is the index, not the cross build,
+    which tests/integration/test_arch_arm64.py covers.)"""
+    layouts = {}
+    for arch in ("amd64", "arm64"):
+        layouts[arch] = tmp_path / arch
+        hermetic("image", "llvm", "--record", str(support_install), "--arch", arch, "--output", str(layouts[arch]))
+    digests = {arch: pick_root(Layout(path)).digest for arch, path in layouts.items()}
+    multi = tmp_path / "multi"
+    hermetic("image", "index", str(layouts["arm64"]), str(layouts["amd64"]), "--output", str(multi))
+    assert {(r.subject, r.kind) for r in referrers.referrers(Layout(multi))} == {
+        (d, kind) for d in digests.values() for kind in ("sbom", "provenance")
+    }
+
+    ref = f"{registry.host}/attest/multi:19.1.7"
+    pushed = hermetic("push", str(multi), ref, "--insecure").stdout
+    for d in digests.values():
+        assert len([x for x in pushed.splitlines() if x.endswith(f"-> {d} (tag-schema)")]) == 2, pushed
+
+    for arch in ("arm64", "amd64"):
+        pulled = tmp_path / f"pulled-{arch}"
+        out = hermetic("pull", ref, "--layout", str(pulled), "--insecure", "--with-attestations",
+                       "--platform", f"linux/{arch}").stdout
+        assert out.splitlines()[0] == f"{ref} {digests[arch]} {pulled.resolve()}"
+        assert _payloads(pulled) == _payloads(layouts[arch])
+        report = json.loads(hermetic("inspect", ref, "--insecure", "--json", "--platform", f"linux/{arch}").stdout)
+        assert report["artifact"]["digest"] == digests[arch]
+        assert {v["status"] for v in report["attestations"].values()} == {"matches"}

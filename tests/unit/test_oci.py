@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from hermetic.errors import UsageError, VerifyError
+from hermetic.oci import referrers
+from hermetic.oci.index import merge_layouts
 from hermetic.oci.layer import write_layer
 from hermetic.oci.layout import (
     MT_CONFIG,
@@ -22,7 +24,6 @@ from hermetic.oci.layout import (
     Descriptor,
     Layout,
     canonical_json,
-    merge_layouts,
     spec_from_record,
     write_image,
 )
@@ -206,6 +207,30 @@ def test_merge_layouts_into_one_index(tmp_path: Path) -> None:
     dest = tmp_path / "unpacked"
     unpack_layout(out, dest, arch="arm64")
     assert verify_tree(dest, rec) == []
+
+
+def test_merged_index_carries_each_platform_s_attestations(tmp_path: Path) -> None:
+    rec = make_record(tmp_path)
+    images = {arch: write_image(spec_from_record(rec, arch=arch), tmp_path / arch) for arch in ("amd64", "arm64")}
+    for arch, img in images.items():
+        layout = Layout(img.layout)
+        for kind in ("sbom", "provenance"):
+            referrers.attach(layout, img.manifest, f"application/x-test-{kind}", f"{kind} of {arch}".encode(),
+                             f"{kind}.json", {referrers.ANN_KIND: kind})
+    merge_layouts([images["arm64"].layout, images["amd64"].layout], tmp_path / "multi")
+    out = Layout(tmp_path / "multi")
+    out.verify()
+    got = {(r.subject, r.kind): r.payload.read_bytes() for r in referrers.referrers(out)}
+    assert got == {
+        (img.manifest.digest, kind): f"{kind} of {arch}".encode()
+        for arch, img in images.items() for kind in ("sbom", "provenance")
+    }
+    # a damaged attestation in a layout is not carried over silently
+    victim = referrers.referrers(Layout(images["amd64"].layout))[0]
+    victim.payload.write_bytes(b"tampered")
+    with pytest.raises(VerifyError):
+        merge_layouts([images["arm64"].layout, images["amd64"].layout], tmp_path / "multi3")
+    assert not (tmp_path / "multi3").exists()
 
 
 # -- hostile and damaged input ----------------------------------------------------

@@ -69,6 +69,21 @@ def add_group(subparsers: Subparsers, name: str, help: str, dest: str) -> Subpar
     return sub
 
 
+def _platform_arch(value: str) -> str:
+    """`linux/arm64` (or `linux/arm64/v8`) as an architecture; images here are Linux only."""
+    parts = value.split("/")
+    if len(parts) not in (2, 3) or parts[0] != "linux" or not parts[1]:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Linux platform: use linux/ARCH, e.g. linux/arm64")
+    return parts[1]
+
+
+def add_platform(parser: argparse.ArgumentParser, what: str) -> None:
+    """--arch ARCH or --platform linux/ARCH (docker's spelling), both into args.arch."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--arch", help=f"the architecture {what} (default: this machine's)")
+    g.add_argument("--platform", dest="arch", type=_platform_arch, metavar="linux/ARCH", help="the same as --arch ARCH")
+
+
 def out(text: str) -> None:
     """A result line on stdout (what scripts read); flushed so it precedes any error on stderr."""
     print(text, flush=True)

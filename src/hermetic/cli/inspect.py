@@ -11,7 +11,7 @@ from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wh
 from ..oci.layout import LayoutRef
 from ..oci.reference import parse_image_source
 from ..settings import Settings
-from .common import Common, Subparsers, add_command, out, out_json
+from .common import Common, Subparsers, add_command, add_platform, out, out_json
 
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
@@ -53,5 +53,5 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("target", metavar="LAYOUT|REF|WHEEL", help="an OCI image layout, REGISTRY/REPO[:TAG], a .whl or a record")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
-    p.add_argument("--arch", help="the platform of a multi-platform image (default: this machine's)")
+    add_platform(p, "of a multi-platform image to inspect")
     p.set_defaults(func=cmd_inspect)

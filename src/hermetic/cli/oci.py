@@ -15,15 +15,16 @@ from typing import Any
 from .. import recipe
 from ..attest import attest_image
 from ..errors import UsageError, VerifyError
+from ..oci.index import merge_layouts
 from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
-from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, merge_layouts, pick_root, spec_from_record, write_image
+from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, pick_root, spec_from_record, write_image
 from ..oci.reference import parse_image_source, parse_reference
 from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
 from ..oci.registry import DEFAULT_CHUNK, Progress, make_client
 from ..oci.transfer import pull_layout, pull_local, push_layout
 from ..oci.unpack import unpack_layout, verify_tree
 from ..settings import Settings
-from .common import Common, Subparsers, add_command, add_group, out, say
+from .common import Common, Subparsers, add_command, add_group, add_platform, out, say
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -237,7 +238,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     where.add_argument("--layout", metavar="DIR", help="write an OCI image layout")
     where.add_argument("--unpack", metavar="DIR", help="unpack the image's filesystem into DIR (new or empty)")
     pull.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
-    pull.add_argument("--arch", help="architecture to pull from a multi-platform image (default: this machine's)")
+    add_platform(pull, "to pull from a multi-platform image")
     pull.add_argument(
         "--with-attestations",
         action="store_true",

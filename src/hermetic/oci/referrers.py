@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -158,6 +159,22 @@ def referrers(layout: Layout, subject: str | None = None, artifact_type: str | N
             continue
         out.append(ref)
     return out
+
+
+def copy_referrers(src: Layout, dest: Layout, subject: str) -> list[Referrer]:
+    """Copy the artifacts about `subject` (verified on reading) and their blobs from one layout into another."""
+    found = referrers(src, subject=subject)
+    for ref in found:
+        desc = Descriptor.from_json(ref.descriptor, str(_index_path(src)))
+        for blob in [desc, *src.children(desc)]:
+            target = dest.blob_path(blob.digest)
+            if not target.exists():
+                shutil.copyfile(src.blob_path(blob.digest), target)
+    if found:
+        digests = {r.digest for r in found}
+        kept = [e for e in _entries(dest) if e.get("digest") not in digests]
+        _write_entries(dest, [*kept, *(r.descriptor for r in found)])
+    return found
 
 
 # -- in a registry ---------------------------------------------------------------------------------------

@@ -53,9 +53,32 @@ def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_
     # zig's caches stayed where hermetic put them, not in ~/.cache/zig
     assert (tmp_path / "zig-cache" / "global").is_dir() and not (tmp_path / ".cache" / "zig").exists()
     # built against zig's glibc 2.28 stubs: no symbol version newer than the floor
-    versions = subprocess.run(["objdump", "-T", str(exe)], capture_output=True, text=True, check=True).stdout
-    glibc = {tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", versions)}
-    assert glibc and max(glibc) <= (2, 28), sorted(glibc)
+    assert max(_glibc_versions(exe)) <= (2, 28), sorted(_glibc_versions(exe))
     # linked with zig's libc++ (statically), not the host's libstdc++
     needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True, check=True).stdout
     assert "libstdc++" not in needed
+
+
+def _glibc_versions(exe: Path) -> set[tuple[int, ...]]:
+    versions = subprocess.run(["objdump", "-T", str(exe)], capture_output=True, text=True, check=True).stdout
+    found = {tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", versions)}
+    assert found, f"{exe} needs no versioned glibc symbol: not a glibc program?"
+    return found
+
+
+def test_glibc_2_17_floor_compiles_and_runs_cpp(tmp_path: Path, source_cache: Path) -> None:
+    """`--glibc 2.17` (manylinux2014's floor): the same program against zig's glibc 2.17 stubs."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the pinned ziglang wheel is the x86_64 one")
+    tc = toolchain.for_root(ROOT, "zig", glibc="2.17")
+    assert tc.target == "x86_64-linux-gnu.2.17"
+    root = toolchain.ensure(source_cache, tc, [], use_urls=True)
+    assert root is not None
+    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache")
+    src = tmp_path / "main.cpp"
+    src.write_text(PROGRAM)
+    exe = tmp_path / "main"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LC_ALL": "C"}
+    toolchain.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "unwound 39\n"
+    assert max(_glibc_versions(exe)) <= (2, 17), sorted(_glibc_versions(exe))

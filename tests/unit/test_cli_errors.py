@@ -103,3 +103,14 @@ def test_offline_step_cannot_reach_the_network(tmp_path: Path) -> None:
 def test_root_is_found_from_a_subdirectory() -> None:
     s = resolve({}, {}, ROOT / "src" / "hermetic")
     assert s.root == ROOT
+
+
+def test_wheel_for_another_architecture_is_refused_not_ignored(tmp_path: Path) -> None:
+    import platform
+
+    other = "arm64" if platform.machine() == "x86_64" else "amd64"
+    proc = hermetic("wheel", str(ROOT / "src" / "compiler"), "--llvm", str(tmp_path), "--arch", other,
+                    "--work-dir", str(tmp_path / "w"), check=False)
+    assert proc.returncode == ExitCode.USAGE
+    assert f"not {other}" in proc.stderr and f"linux/{other} machine" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "w").exists()

@@ -11,6 +11,7 @@ from ..attest import attest_wheel
 from ..errors import UsageError
 from ..log import stderr_log
 from ..settings import Settings
+from ..toolchain import machine_arch
 from ..wheelhouse import fetch_wheelhouse
 from .common import Common, Subparsers, add_command, out, out_json
 
@@ -50,6 +51,12 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(
             "hermetic wheel needs --llvm PREFIX", "the compiler core links a static LLVM 19",
             "pass --llvm with an install prefix (e.g. build/llvm/support/install/usr/lib64/llvm-support-19.1.7)",
+        )
+    if settings.arch and settings.arch != machine_arch():
+        raise UsageError(
+            f"hermetic wheel builds for this machine's architecture ({machine_arch()}), not {settings.arch}",
+            "a cross-built Python extension (headers and tag of another architecture) is not supported yet",
+            f"drop --arch/HERMETIC_ARCH, or build the wheel on a linux/{settings.arch} machine",
         )
     log = stderr_log(settings.quiet)
     python = wheel.resolve_interpreter(args.python, os.environ.get("PATH", "")) if args.python else None

@@ -10,7 +10,8 @@ import pytest
 from test_oci_pull_integrity import tiny_image
 
 from hermetic.errors import UsageError, VerifyError
-from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, LayoutRef, merge_layouts
+from hermetic.oci.index import merge_layouts
+from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, LayoutRef
 from hermetic.oci.reference import Reference, parse_image_source
 from hermetic.oci.transfer import pull_local
 from hermetic.oci.unpack import unpack_layout

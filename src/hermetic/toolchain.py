@@ -374,7 +374,9 @@ def pip_download_argv(tc: Toolchain, dest: Path, requirements: Path) -> list[str
     return [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
         "--disable-pip-version-check", "--no-input", "--platform", "manylinux2010_x86_64",
-        "--python-version", "3", "--implementation", "py",
+        # The wheel is py3-none; a bare "3" reads as Python 3.0, which its Requires-Python (~=3.5)
+        # excludes, so name the running interpreter's version.
+        "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}", "--implementation", "py",
         "--dest", str(dest), "-r", str(requirements),
     ]
 

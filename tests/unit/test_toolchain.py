@@ -15,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from hermetic import llvm, recipe, toolchain
 from hermetic.errors import SourceError, UsageError
@@ -219,6 +221,9 @@ def test_pip_argv_pins_version_hash_and_platform(tmp_path: Path) -> None:
     argv = toolchain.pip_download_argv(tc, tmp_path / "out", tmp_path / "req.txt")
     assert argv[1:4] == ["-m", "pip", "download"]
     assert {"--no-deps", "--require-hashes", "--only-binary=:all:"} <= set(argv)
+    # pip matches the wheel's Requires-Python against this version: a bare "3" means 3.0 and
+    # finds nothing (ziglang says ~=3.5).
+    assert Version(argv[argv.index("--python-version") + 1]) in SpecifierSet("~=3.5")
 
 
 # --- unpack and the slim archive ------------------------------------------------------

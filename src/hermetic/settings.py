@@ -56,6 +56,9 @@ class Settings:
     glibc: str | None = None  # glibc floor of a zig target (2.NN); None: the toolchain's own
     wheelhouse: Path | None = None  # the pinned build requirements; None: <cache>/wheelhouse
     arch: str | None = None  # OCI architecture to build for (amd64, arm64); None: this machine's
+    # Every architecture asked for, in order (`--arch amd64,arm64`); only `hermetic all` takes more
+    # than one (it builds each and writes one image index). `arch` is the first.
+    arches: tuple[str, ...] = ()
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -165,10 +168,7 @@ def resolve(
     if glibc is not None and not _GLIBC.match(glibc):
         raise UsageError(f"invalid glibc floor {glibc!r}", "expected 2.NN", "e.g. --glibc 2.28 (or 2.17)")
 
-    # The OCI names, as images carry them; toolchain.PLATFORMS maps them to zig's and Conan's.
-    arch = str(merged["arch"]).strip() if merged.get("arch") else machine_arch()
-    if merged.get("arch") and arch not in PLATFORMS:
-        raise UsageError(f"invalid architecture {arch!r}", "", f"use one of: {', '.join(PLATFORMS)} (OCI names)")
+    arches = _arches(merged.get("arch"))
 
     return Settings(
         root=root,
@@ -184,5 +184,22 @@ def resolve(
         toolchain=str(merged["toolchain"]) if merged.get("toolchain") else None,
         glibc=glibc,
         wheelhouse=Path(str(merged["wheelhouse"])).expanduser().resolve() if merged.get("wheelhouse") else None,
-        arch=arch,
+        arch=arches[0],
+        arches=arches,
     )
+
+
+def _arches(value: Any) -> tuple[str, ...]:
+    """`amd64`, `amd64,arm64` (or a TOML list) as OCI names, in order, each once; default this machine's.
+
+    The OCI names, as images carry them; toolchain.PLATFORMS maps them to zig's and Conan's.
+    """
+    if not value:
+        return (machine_arch(),)
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    names = tuple(dict.fromkeys(str(a).strip() for a in items if str(a).strip()))
+    bad = [a for a in names if a not in PLATFORMS]
+    if bad or not names:
+        raise UsageError(f"invalid architecture {', '.join(bad) or repr(value)}", "",
+                         f"use one of: {', '.join(PLATFORMS)} (OCI names), or a comma-separated list for `hermetic all`")
+    return names

@@ -70,6 +70,40 @@ def test_settings_refuse_other_names_with_the_valid_ones(tmp_path: Path, bad: st
     assert "amd64, arm64" in err.value.fix
 
 
+def test_settings_take_a_list_of_arches_in_order_each_once(tmp_path: Path, on_amd64: None) -> None:
+    s = resolve({"root": str(ROOT), "arch": " arm64, amd64,arm64"}, {}, tmp_path)
+    assert s.arches == ("arm64", "amd64") and s.arch == "arm64"
+    (tmp_path / "pyproject.toml").write_text('[tool.hermetic]\narch = ["amd64", "arm64"]\n')
+    assert resolve({"root": str(tmp_path)}, {}, tmp_path).arches == ("amd64", "arm64")
+    assert resolve({"root": str(ROOT)}, {}, tmp_path).arches == ("amd64",)
+    with pytest.raises(UsageError) as err:
+        resolve({"root": str(ROOT), "arch": "amd64,aarch64"}, {}, tmp_path)
+    assert "aarch64" in err.value.what and "amd64, arm64" in err.value.fix
+
+
+def test_only_all_takes_several_arches(tmp_path: Path) -> None:
+    proc = hermetic("build", "llvm", "--variant", "support", "--arch", "amd64,arm64", "--work-dir", str(tmp_path / "w"),
+                    "--cache", str(tmp_path / "c"), check=False)
+    assert proc.returncode == 2 and "builds for one architecture" in proc.stderr
+    assert "hermetic all --arch amd64,arm64" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "c").exists()
+
+
+def test_all_plans_every_arch_and_the_index_before_it_runs_anything(tmp_path: Path) -> None:
+    """Both plans and the index line are shown first; then the first step that needs the network fails
+    (empty cache, no origins) without anything built, so a wrong list costs nothing."""
+    work = tmp_path / "w"
+    proc = hermetic("all", "--variant", "support", "--arch", "amd64,arm64", "--toolchain", "zig", "--work-dir", str(work),
+                    "--cache", str(tmp_path / "c"), "--no-urls", "--no-apt", check=False)
+    assert proc.returncode == 4, proc.stderr  # the source class: nothing to fetch from
+    assert f"linux/amd64 (work dir {work / 'linux-amd64'}):" in proc.stdout
+    assert f"linux/arm64 (work dir {work / 'linux-arm64'}):" in proc.stdout
+    assert "linux/arm64 cross-built on" in proc.stdout or toolchain.machine_arch() == "arm64"
+    assert f"index: llvm-support for linux/amd64, linux/arm64 -> {work / 'images' / 'llvm-support-index'}" in proc.stdout
+    assert proc.stdout.index("linux/arm64 (work dir") < proc.stdout.index("index: llvm-support")
+    assert "Traceback" not in proc.stderr and not (work / "images").exists()
+
+
 # --- toolchain selection --------------------------------------------------------------
 
 

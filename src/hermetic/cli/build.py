@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from .. import llvm, plan, recipe, sources, steps, toolchain
-from ..log import stderr_log
+from ..log import Log, stderr_log
+from ..oci.index import merge_layouts
+from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
@@ -75,10 +78,40 @@ def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
+    if len(settings.arches) > 1:
+        return _all_arches(args, settings, log)
     job = plan.plan_all(settings, log, args.source)
     out(job.render())
     plan.execute(job, log)
     out("all: done")
+    return 0
+
+
+def _all_arches(args: argparse.Namespace, settings: Settings, log: Log) -> int:
+    """`hermetic all --arch amd64,arm64`: the main job once per architecture, then one image index.
+
+    Each architecture has a work directory of its own (WORK_DIR/linux-ARCH): a build directory
+    holds one variant's build, and the two builds share nothing but the verified cache.
+    All plans are made (and shown) before anything runs.
+    """
+    jobs = []
+    for arch in settings.arches:
+        one = replace(settings, arch=arch, arches=(arch,), work_dir=settings.work_dir / f"linux-{arch}")
+        jobs.append((one, plan.plan_all(one, log, args.source)))
+    variant = jobs[0][1].variant
+    index_dir = settings.work_dir / "images" / f"llvm-{variant}-index"
+    for one, job in jobs:
+        out(f"linux/{one.arch} (work dir {one.work_dir}):")
+        out(job.render())
+    out(f"index: llvm-{variant} for {', '.join(f'linux/{a}' for a in settings.arches)} -> {index_dir}")
+    layouts = []
+    for one, job in jobs:
+        log(f"==> linux/{one.arch}")
+        plan.execute(job, log)
+        record_json = llvm.build_dir(one, variant) / "record.json"
+        layouts.append(one.work_dir / "images" / spec_from_record(record_json).name)
+    root = merge_layouts(layouts, index_dir)
+    out(f"all: done; index {root.digest} ({len(layouts)} platforms) in {index_dir}")
     return 0
 
 
@@ -106,4 +139,5 @@ def register(subparsers: Subparsers, common: Common) -> None:
         subparsers, "all", "the main job: fetch, prune, build, image and wheel of the default variant", [common.build]
     )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
-    p.set_defaults(func=cmd_all)
+    # --arch amd64,arm64: each architecture's job, then their images merged into one index.
+    p.set_defaults(func=cmd_all, multi_arch=True)

@@ -44,7 +44,7 @@ def common_parsers() -> Common:
     g.add_argument("--glibc", default=s, help="glibc floor of the zig target, 2.NN (HERMETIC_GLIBC; 2.28)")
     # dest target_arch: image, pull, attest and inspect have an --arch of their own (a platform to pick, any name).
     g.add_argument("--arch", dest="target_arch", default=s,
-                   help="architecture to build for, amd64 or arm64; another than this machine's is cross-built with zig "
+                   help="architecture to build for, amd64 or arm64 (`all`: a list, amd64,arm64); another than this machine's is cross-built with zig "
                         "(HERMETIC_ARCH; this machine's)")
     g.add_argument("--wheelhouse", metavar="DIR", default=s,
                    help="the hash-pinned build requirements: CMake, Ninja, the wheel's (HERMETIC_WHEELHOUSE; CACHE/wheelhouse)")

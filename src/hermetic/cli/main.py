@@ -63,6 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cli_values = {k: getattr(args, _DESTS.get(k, k)) for k in _SETTING_KEYS if hasattr(args, _DESTS.get(k, k))}
         settings = resolve(cli_values, os.environ, Path.cwd())
+        if len(settings.arches) > 1 and not getattr(args, "multi_arch", False):
+            raise UsageError(
+                f"--arch {','.join(settings.arches)}: `hermetic {args.command}` builds for one architecture",
+                "only `hermetic all` builds several (one after the other) and merges their images into one index",
+                "give one architecture, or run `hermetic all --arch " + ",".join(settings.arches) + "`",
+            )
         return func(args, settings)
     except HermeticError as exc:
         err: HermeticError = exc

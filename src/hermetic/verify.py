@@ -301,9 +301,15 @@ def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolch
 
 
 def _rebuild_llvm(
-    settings: Settings, spec: RebuildSpec, root: Path, report: Report, reuse_pruned: bool, log: Log
+    settings: Settings, spec: RebuildSpec, root: Path, report: Report, reuse_pruned: bool, log: Log,
+    from_release: bool = False,
 ) -> record.BuildRecord:
-    """Rebuild the install tree described by `spec` under root; returns the new record."""
+    """Rebuild the install tree described by `spec` under root; returns the new record.
+
+    from_release: build from the whole release archive instead of the pruned subset (which is
+    still pruned again and compared): a tree that matches then shows that pruning dropped nothing
+    the build reads, for users who do not want to trust the pruning step.
+    """
 
     rec = recipe.load(settings.recipes_dir)
     want_recipe = spec.recipe_digest
@@ -343,10 +349,12 @@ def _rebuild_llvm(
             variant=variant.name,
         ).as_json()
         inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta, toolchain=tc)
+        release = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, "full", tc)
     else:
         archive = spec.source_archive or (wanted_sources[0] if wanted_sources else None)
         src = _release_archive(settings, rec, archive, log)
         inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, toolchain=tc)
+        release = inputs
 
     want_inputs = spec.inputs_digest
     if want_inputs and inputs.digest() != want_inputs:
@@ -357,8 +365,12 @@ def _rebuild_llvm(
             "check out the commit the artifact was built from, then verify again",
         )
     rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work")
-    new = llvm.build(rebuilt_settings, inputs, log)
-    report.comparisons.append(Comparison("install tree", spec.tree_digest, new.tree.digest))
+    # The recorded inputs are checked above; --from-release then builds the same recipe, variant and
+    # toolchain from the release archive they were pruned from.
+    report.conditions["source"] = f"release archive {src.archive.file} (--from-release)" if from_release else "as recorded"
+    new = llvm.build(rebuilt_settings, release if from_release else inputs, log)
+    note = f"built from the whole {src.archive.file}, not the pruned subset" if from_release and pruned else ""
+    report.comparisons.append(Comparison("install tree", spec.tree_digest, new.tree.digest, note))
     return new
 
 
@@ -371,13 +383,15 @@ def _llvm_differences(spec: RebuildSpec, new: record.BuildRecord) -> tuple[list[
     return diffs, max(len(old_files), len(new_files))
 
 
-def verify_llvm(settings: Settings, record_path: Path, report: Report, reuse_pruned: bool, log: Log) -> None:
+def verify_llvm(
+    settings: Settings, record_path: Path, report: Report, reuse_pruned: bool, log: Log, from_release: bool = False
+) -> None:
     spec = RebuildSpec.of_record(record.load_build_record(record_path))
     report.conditions["original_dir"] = spec.install_root
     report.conditions["original_finished"] = provenance.iso(record_path.stat().st_mtime)
     root = _fresh_dir(report.rebuild_dir, [Path(spec.install_root).parent])
     with rebuild_conditions(report):
-        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
+        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log, from_release)
     if not report.matches:
         report.differences, report.entries = _llvm_differences(spec, new)
         raise _mismatch(report, settings, Path(spec.install_root), Path(new.install_root), log)
@@ -415,7 +429,7 @@ def _image_spec(settings: Settings, layout: Layout, facts: Any, record_arg: Path
 
 def verify_image(
     settings: Settings, layout_path: Path, report: Report, record_arg: Path | None, reuse_pruned: bool,
-    arch: str | None, log: Log,
+    arch: str | None, log: Log, from_release: bool = False,
 ) -> None:
     layout = Layout(layout_path)
     layout.verify()
@@ -436,7 +450,7 @@ def verify_image(
     root = _fresh_dir(report.rebuild_dir, avoid)
     compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
     with rebuild_conditions(report):
-        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log)
+        new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log, from_release)
         new_record = root / "work" / "llvm" / new.variant / "record.json"
         image = write_image(spec_from_record(new_record, arch=facts.arch), root / "image" / facts.name, compression)
     report.comparisons.append(Comparison("image manifest", facts.manifest_digest, image.manifest.digest))
@@ -588,6 +602,7 @@ def verify(
     rebuild_dir: Path | None = None,
     keep: bool = False,
     reuse_pruned: bool = False,
+    from_release: bool = False,
     arch: str | None = None,
     log: Log | None = None,
 ) -> Report:
@@ -600,9 +615,9 @@ def verify(
     started = time.monotonic()
     try:
         if kind == "llvm":
-            verify_llvm(settings, path, report, reuse_pruned, log)
+            verify_llvm(settings, path, report, reuse_pruned, log, from_release)
         elif kind == "image":
-            verify_image(settings, path, report, record_path, reuse_pruned, arch, log)
+            verify_image(settings, path, report, record_path, reuse_pruned, arch, log, from_release)
         else:
             verify_wheel(settings, path, report, log)
     except HermeticError as exc:

@@ -34,6 +34,24 @@ HEADER = "usr/lib64/llvm-support-19.1.7/include/llvm/Config/llvm-config.h"
 MARK = "hermetic-test-nondeterminism"
 
 
+def _foreign_tools(d: Path) -> dict[str, str]:
+    """A PATH whose first cmake and ninja are not the pinned ones (they would fail the build), and
+    whose python3 finds yaml and pygments: LLVM's configure probes for both and writes the answer
+    into LLVMConfig.cmake unless the recipe answers it."""
+    bin_dir, site = d / "bin", d / "site"
+    (site / "pygments" / "lexers").mkdir(parents=True)
+    bin_dir.mkdir()
+    for mod in ("yaml.py", "pygments/__init__.py", "pygments/lexers/__init__.py", "pygments/lexers/c_cpp.py"):
+        (site / mod).write_text("")
+    for tool in ("cmake", "ninja"):
+        (bin_dir / tool).write_text("#!/bin/sh\necho 'cmake version 3.25.1'; exit 97\n")
+        (bin_dir / tool).chmod(0o755)
+    python = shutil.which("python3")
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {python} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
 def test_verify_rebuilds_the_pulled_image_from_its_provenance(
     support_install: Path, registry: Any, source_cache: Path, tmp_path: Path
 ) -> None:
@@ -48,10 +66,15 @@ def test_verify_rebuilds_the_pulled_image_from_its_provenance(
     rebuild = tmp_path / "elsewhere" / "rebuild"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    # a work dir that holds no record: what to rebuild can only come from the pulled provenance
+    # A work dir that holds no record: what to rebuild can only come from the pulled provenance. The
+    # rebuild also differs in every other way the tree could depend on, each of which would fail the
+    # digest: another directory, cwd, umask and time, another cmake, ninja and python3 first on PATH
+    # (a Python that finds yaml and pygments), and the whole release archive instead of the pruned one.
+    # One rebuild carries them all: each LLVM build costs minutes of CI.
     proc = hermetic(
         "verify", str(pulled), "--work-dir", str(tmp_path / "empty-work"), "--cache", str(source_cache),
-        "--rebuild-dir", str(rebuild), "--keep", "--json", "--jobs", JOBS, "--offline", "require", cwd=cwd,
+        "--rebuild-dir", str(rebuild), "--keep", "--json", "--jobs", JOBS, "--offline", "require", "--from-release",
+        cwd=cwd, env=_foreign_tools(tmp_path / "foreign"),
     )
     report = json.loads(proc.stdout)
     print(f"\nverify {report['seconds']}s: " + ", ".join(f"{c['what']} {c['rebuilt']}" for c in report["comparisons"]))
@@ -71,6 +94,17 @@ def test_verify_rebuilds_the_pulled_image_from_its_provenance(
     rebuilt = json.loads((rebuild / "work" / "llvm" / "support" / "record.json").read_text())
     assert rebuilt["install_root"] != rec["install_root"] and rebuilt["install_root"].startswith(str(rebuild))
     assert rebuilt["offline"]["enforced"] is True
+    assert rebuilt["offline"]["method"] in ("netns", "userns+netns")
+    # pruning drops only what the build never reads: this one read the whole release archive
+    assert rebuilt["pruned"] is None and rebuilt["source_archive"]["sha256"] == rebuilt["sources"][0]["sha256"]
+    assert got["install tree"]["note"].startswith("built from the whole ")
+    assert cond["source"].endswith("(--from-release)")
+    # the pinned tools ran, not the ones first on the user's PATH
+    assert rebuilt["toolchain"]["cmake"] == rec["toolchain"]["cmake"] == "cmake version 4.4.4"
+    # LLVM's configure ran the foreign python3 (which finds yaml and pygments): only the recipe's answer
+    # to the module probe keeps LLVM_HAVE_OPT_VIEWER_MODULES, and so the tree, the same
+    log = (rebuild / "work" / "llvm" / "support" / "build.log").read_text()
+    assert f"Found Python3: {tmp_path / 'foreign' / 'bin' / 'python3'} " in log, "configure saw another Python"
 
 
 def _nondeterministic_compiler(bin_dir: Path) -> Path:

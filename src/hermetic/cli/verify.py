@@ -39,6 +39,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             rebuild_dir=Path(args.rebuild_dir) if args.rebuild_dir else None,
             keep=args.keep,
             reuse_pruned=args.reuse_pruned,
+            from_release=args.from_release,
             arch=settings.arch,  # the common --arch: also which platform of a multi-platform layout
             log=stderr_log(settings.quiet),
         )
@@ -67,5 +68,8 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--rebuild-dir", help="where to rebuild (default: WORK_DIR/verify/<kind>-<time>)")
     p.add_argument("--keep", action="store_true", help="keep the rebuild even when it matches")
     p.add_argument("--reuse-pruned", action="store_true", help="take the pruned source from the cache (sha256 checked) instead of pruning again")
+    p.add_argument("--from-release", action="store_true",
+                   help="LLVM: build from the whole release archive, not the pruned subset (which is still pruned "
+                        "again and compared): a match shows pruning dropped nothing the build reads")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)

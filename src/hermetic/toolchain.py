@@ -433,7 +433,7 @@ def _carry_hint(tc: Toolchain, with_slim: bool) -> str:
 def _download(cache_dir: Path, tc: Toolchain, use_urls: bool, log: Log, pip: Sequence[str] | None,
               with_slim: bool) -> Path:
     if not use_urls:
-        files = f"neither {tc.file} nor {tc.slim.file} is" if with_slim and tc.slim else f"{tc.file} is"
+        files = f"neither {tc.file} nor {tc.slim.file} is" if with_slim and tc.slim else f"{tc.file} is not"
         raise SourceError(
             f"the pinned toolchain {tc.package} {tc.version} is not in the cache",
             f"{files} in a mirror directory and downloads are off (--no-urls / HERMETIC_USE_URLS=0)",

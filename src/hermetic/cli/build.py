@@ -14,7 +14,7 @@ from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
-from .common import Common, Subparsers, add_command, add_group, out, out_json, overrides, say
+from .common import Common, Subparsers, add_command, add_group, add_substitute, out, out_json, overrides, say
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -130,6 +130,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--option", action="append", help="override a recipe option, KEY=VALUE; repeatable")
     p.add_argument("--keep-build", action="store_true", help="keep the build directory (Conan home) afterwards")
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
+    add_substitute(p)
     p.set_defaults(func=cmd_build_llvm)
 
     p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
@@ -139,5 +140,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
         subparsers, "all", "the main job: fetch, prune, build, image and wheel of the default variant", [common.build]
     )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
+    add_substitute(p)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.
     p.set_defaults(func=cmd_all, multi_arch=True)

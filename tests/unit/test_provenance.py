@@ -89,7 +89,7 @@ def test_attestations_live_beside_the_image_and_leave_its_digest_alone(tmp_path:
     assert pick_root(layout) == root_before
     layout.verify()
     refs = referrers.referrers(layout)
-    assert sorted(r.kind for r in refs) == ["provenance", "sbom"]
+    assert sorted(r.kind for r in refs) == ["build-record", "provenance", "sbom"]
     for r in refs:
         assert r.subject == root_before.digest
         assert r.manifest["subject"] == {"mediaType": root_before.media_type, "digest": root_before.digest,
@@ -100,6 +100,11 @@ def test_attestations_live_beside_the_image_and_leave_its_digest_alone(tmp_path:
     assert by_kind["sbom"].artifact_type == "application/vnd.cyclonedx+json"
     assert by_kind["provenance"].artifact_type == "application/vnd.in-toto+json"
     assert by_kind["provenance"].manifest["layers"][0]["annotations"][referrers.ANN_PREDICATE] == provenance.PREDICATE_TYPE
+    # the record goes byte for byte, so its sha256 is the one the provenance names
+    assert by_kind["build-record"].read() == rec.read_bytes()
+    named = [b["digest"]["sha256"] for b in json.loads(by_kind["provenance"].read())["predicate"]["runDetails"]["byproducts"]
+             if b["annotations"]["role"] == "build-record"]
+    assert named == [file_sha256(rec)]
 
 
 def test_attest_refuses_a_record_of_another_tree(tmp_path: Path) -> None:

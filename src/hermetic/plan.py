@@ -259,6 +259,6 @@ def _pruned_in_cache(settings: Settings, rec: recipe.Recipe, variant: recipe.Var
 def execute(plan: Plan, log: Log) -> None:
     for s in plan.steps:
         if s.state in (RUN, PULL):
-            log(f"==> {s.name}" if s.state == RUN else f"==> pull {s.name.partition(' ')[2]}")
+            log(f"==> {s.name}" if s.state == RUN else f"==> {s.name} (pull)")
             s.action()
 

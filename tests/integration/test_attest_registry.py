@@ -119,7 +119,8 @@ def test_attestations_round_trip_through_the_registry(
     assert pick_root(Layout(pulled)).digest == digest
     assert _payloads(pulled) == _payloads(image)
     report = json.loads(hermetic("inspect", str(pulled), "--json").stdout)
-    assert {k: v["status"] for k, v in report["attestations"].items()} == {"sbom": "matches", "provenance": "matches"}
+    assert {k: v["status"] for k, v in report["attestations"].items()} == {
+        "sbom": "matches", "provenance": "matches", "build-record": "matches"}
 
     unpacked = tmp_path / "opt" / "llvm"
     hermetic("pull", ref, "--unpack", str(unpacked), "--insecure", "--with-attestations")

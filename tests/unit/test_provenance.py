@@ -121,13 +121,14 @@ def test_inspect_layout_reports_matching_attestations(attested: tuple[Path, Path
     assert report["artifact"]["kind"] == "oci-image"
     assert report["built_from"]["variant"] == "support"
     assert report["built_from"]["provenance"]["offline"]["enforced"] is True
-    assert {k: v["status"] for k, v in report["attestations"].items()} == {"sbom": "matches", "provenance": "matches"}
+    assert {k: v["status"] for k, v in report["attestations"].items()} == {
+        "sbom": "matches", "provenance": "matches", "build-record": "matches"}
     assert main(["inspect", str(layout), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["artifact"]["digest"] == report["artifact"]["digest"]
     assert main(["inspect", str(layout)]) == 0
     text = capsys.readouterr().out
-    assert "sbom        matches" in text and "provenance  matches" in text
+    assert "sbom        matches" in text and "provenance  matches" in text and "build-record matches" in text
 
 
 def test_inspect_catches_attestations_of_another_image(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,6 +144,13 @@ def test_inspect_catches_attestations_of_another_image(tmp_path: Path, capsys: p
     report = inspection.inspect_layout(layout_path)
     assert report["attestations"]["sbom"]["status"] == "MISMATCH"
     assert report["attestations"]["provenance"]["status"] == "missing"
+    # a build record of another tree, attached to this image
+    data = json.loads(rec.read_text())
+    data["tree"]["digest"] = "sha256:" + "00" * 32
+    referrers.attach(layout, subject, record.RECORD_MEDIA_TYPE, json.dumps(data).encode(), "record.json",
+                     {referrers.ANN_KIND: attest.KIND_BUILD_RECORD})
+    got = inspection.inspect_layout(layout_path)["attestations"]["build-record"]
+    assert got["status"] == "MISMATCH" and got["problems"][0].startswith(f"it records tree sha256:{'00' * 32}")
     assert main(["inspect", str(layout_path)]) == 8
     assert "do not match" in capsys.readouterr().err
 

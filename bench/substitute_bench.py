@@ -51,6 +51,7 @@ def main() -> None:
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     base = Path(tempfile.mkdtemp(prefix="hermetic-subst-bench-"))
     load_before = os.getloadavg()
+    (base / "registry").mkdir()
     reg, host = start_registry(base / "registry")
     try:
         a = base / "a"

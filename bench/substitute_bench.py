@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="substitutions to time (each into a new work dir)")
     ap.add_argument("--machine", default="", help="what the machine is, for the report")
     ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs and registry (printed)")
     args = ap.parse_args()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
@@ -83,6 +85,10 @@ def main() -> None:
     finally:
         reg.terminate()
         reg.wait(10)
+        if args.keep:
+            print(f"kept {base}", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
     best = min(r["build_llvm_s"] for r in runs)
     report = {
         "what": f"`hermetic build llvm --variant {args.variant}`: built here (A) against substituted from a local "

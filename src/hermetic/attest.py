@@ -38,6 +38,7 @@ SBOM_SUFFIX = ".cdx.json"
 PROVENANCE_SUFFIX = ".intoto.json"
 KIND_SBOM = "sbom"
 KIND_PROVENANCE = "provenance"
+KIND_BUILD_RECORD = "build-record"
 LABEL = "io.hermetic."
 
 
@@ -122,7 +123,11 @@ def attest_image(
     builder_id: str = provenance.DEFAULT_BUILDER_ID,
     arch: str | None = None,
 ) -> list[referrers.Referrer]:
-    """Write the image's SBOM and provenance into its layout as referrers."""
+    """Write the image's SBOM, provenance and build record into its layout as referrers.
+
+    The build record goes along byte for byte (the provenance names its sha256), so that a machine
+    substituting this image for a build of its own can write the record of the tree it unpacked.
+    """
     layout = Layout(layout_path)
     facts, subject = image_facts(layout, arch)
     rec = record.load_build_record(record_path)
@@ -155,6 +160,10 @@ def attest_image(
                 referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"],
                 referrers.ANN_PREDICATE: provenance.PREDICATE_TYPE,
             },
+        ),
+        referrers.attach(
+            layout, subject, record.RECORD_MEDIA_TYPE, record_path.read_bytes(), "record.json",
+            {referrers.ANN_KIND: KIND_BUILD_RECORD, referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"]},
         ),
     ]
     return out

@@ -87,6 +87,21 @@ def check_image_provenance(statement: Any, facts: sbom.ImageFacts) -> list[str]:
     return problems
 
 
+def check_image_record(data: Any, facts: sbom.ImageFacts) -> list[str]:
+    """The build record attached to an image (what a substituting machine writes from) against the image."""
+    try:
+        rec = record.BuildRecord.from_json(data, "the attached build record")
+    except VerifyError as exc:
+        return [exc.why or exc.what]
+    problems = []
+    labels = facts.labels
+    if labels.get(attest.LABEL + "tree.digest") and rec.tree.digest != labels[attest.LABEL + "tree.digest"]:
+        problems.append(f"it records tree {rec.tree.digest}, the image's label says {labels[attest.LABEL + 'tree.digest']}")
+    if labels.get(attest.LABEL + "variant") and rec.variant != labels[attest.LABEL + "variant"]:
+        problems.append(f"variant {rec.variant!r}, the image's label says {labels[attest.LABEL + 'variant']!r}")
+    return problems
+
+
 def _verdict(found: bool, problems: list[str]) -> str:
     return MISSING if not found else (OK if not problems else MISMATCH)
 
@@ -132,6 +147,7 @@ def image_report(facts: sbom.ImageFacts, refs: list[referrers.Referrer], locatio
     for kind, media_type, check in (
         ("sbom", sbom.MEDIA_TYPE, check_image_sbom),
         ("provenance", provenance.MEDIA_TYPE, check_image_provenance),
+        ("build-record", record.RECORD_MEDIA_TYPE, check_image_record),
     ):
         mine = [r for r in refs if r.artifact_type == media_type and r.subject == facts.manifest_digest]
         entry: dict[str, Any] = {"status": MISSING, "found": how}

@@ -120,7 +120,9 @@ def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False) -> record.BuildRecord:
+def build(
+    settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False, substitute_refused: str | None = None
+) -> record.BuildRecord:
     """Build `inputs.variant` and return its record (also written to record.json).
 
     Transactional: everything is built under `.new/` and swapped in only once the build and its
@@ -133,14 +135,14 @@ def build(settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = 
     shutil.rmtree(new, ignore_errors=True)
     try:
         new.mkdir(parents=True)
-        rec = _build_into(new, out, settings, inputs, log, keep_build)
+        rec = _build_into(new, out, settings, inputs, log, keep_build, substitute_refused)
     except BaseException:
         if keep_build:
             log(f"build: failed; the partial build stays in {new} (--keep-build)")
         else:
             shutil.rmtree(new, ignore_errors=True)
         raise
-    _swap_in(new, out, rec.tree.digest, keep_build)
+    swap_in(new, out, rec.tree.digest, keep_build)
     return rec
 
 
@@ -149,8 +151,13 @@ _SWAPPED = ("install", "test_package")
 _JOURNAL = ".swap"
 
 
-def _swap_in(new: Path, out: Path, tree_digest: str, keep_build: bool = False) -> None:
-    """Replace the previous install tree and record with the new ones.
+def staging_dir(out: Path) -> Path:
+    """Where a tree is prepared before swap_in: built here, or unpacked from a substitute (substitute.py)."""
+    return out / NEW
+
+
+def swap_in(new: Path, out: Path, tree_digest: str, keep_build: bool = False) -> None:
+    """Replace the previous install tree and record with the new ones (new/install, new/test_package, new/record.json).
 
     Renames are atomic one by one, not together: a journal naming the new tree lets `recover`
     finish or undo a swap that was cut off.
@@ -179,7 +186,7 @@ def swap_pending(out: Path) -> bool:
 
 
 def recover(out: Path) -> None:
-    """Finish or undo a swap that was interrupted (see _swap_in)."""
+    """Finish or undo a swap that was interrupted (see swap_in)."""
     journal = out / _JOURNAL
     if not journal.is_file():
         return
@@ -201,7 +208,8 @@ def recover(out: Path) -> None:
 
 
 def _build_into(
-    new: Path, out: Path, settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool
+    new: Path, out: Path, settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool,
+    substitute_refused: str | None,
 ) -> record.BuildRecord:
     recipe, variant = inputs.recipe, inputs.variant
     epoch = recipe.source_date_epoch
@@ -328,6 +336,7 @@ def _build_into(
         tree=record.Tree.from_entries(entries),
         toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
         arch=arch,
+        substitute_refused=substitute_refused,
     )
     record.write_record(new / "record.json", rec)
     if not keep_build:

@@ -4,20 +4,22 @@ Planning is pure: it reads the recipes, the cache and earlier records to decide 
 state, and runs nothing (no fetch, no prune, no download). Resolving inputs (fetch, the
 wheelhouse, prune) are steps like the build. A step is `done` when a finished, intact result
 for the same inputs digest exists, `skip` when the job does not need it (with the reason),
-`run` otherwise; `pull` is the state of a step satisfied from elsewhere.
+`run` otherwise; `pull` is the state of a step satisfied from elsewhere: a substitute
+(substitute.py) that holds an image under the build's inputs tag. Asking for that tag is the one
+thing planning sends over the network, and only when substitutes are configured.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import llvm, recipe, sources, steps, toolchain, wheel, wheelhouse
+from . import llvm, recipe, sources, steps, substitute, toolchain, wheel, wheelhouse
 from .digests import file_sha256
-from .errors import HermeticError, SourceError
+from .errors import HermeticError, RegistryError, SourceError
 from .log import Log
 from .settings import Settings
 
@@ -67,8 +69,13 @@ def plan_all(
     overrides: dict[str, str] | None = None,
     force: bool = False,
     keep_build: bool = False,
+    through: str = "wheel",
+    environ: Mapping[str, str] | None = None,
 ) -> Plan:
-    """The main job: toolchain, fetch, wheelhouse, prune, build, image, wheel."""
+    """The main job: toolchain, fetch, wheelhouse, prune, build, image, wheel; narrowed to the steps up to `through`.
+
+    `environ` is where a substitute's credentials come from (the CLI's environment; oci/auth.py reads it).
+    """
     rec = recipe.load(settings.recipes_dir)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
     arch = settings.arch or toolchain.machine_arch()
@@ -133,29 +140,55 @@ def plan_all(
     # build: the install tree
     build_id = llvm.inputs_digest(rec, variant, llvm.source_identity(mode, path_sha), tc)
 
-    def build() -> object:
+    def build(refused: str | None = None) -> object:
         inputs = replace(steps.build_inputs(settings, rec, variant, source, log), toolchain=tc)
         if inputs.digest() != build_id:
             raise HermeticError("the build's inputs changed between planning and building",
                                 f"planned {build_id[:16]}, got {inputs.digest()[:16]}", "run the command again")
-        return llvm.build(settings, inputs, log, keep_build=keep_build)
+        return llvm.build(settings, inputs, log, keep_build=keep_build, substitute_refused=refused)
 
     done, why = (None, "--force") if force else steps.finished_build(settings, variant.name, build_id)
-    build_step = Step(
-        "build", f"build llvm-{variant.name}", build_id,
-        DONE if done else RUN,
-        f"up to date: {done}" if done else
-        f"{why}; linux/{arch}{f' cross-built on {toolchain.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
-        f"offline={settings.offline}, toolchain {tc.label}",
-        build,
-    )
-
-    # image: always rewritten (deterministic, seconds), so never trusted from an earlier run
+    # --force means "build it here": a substitute is not asked then.
+    found = None if done or force or not settings.substitutes else substitute.find(
+        settings.substitutes, build_id, environ or {}, log)
     image_dir = settings.work_dir / "images"
+    deferred: list[Step] = []  # resolving steps a pull made unnecessary: run after all if the substitute is refused
+
+    def pull() -> object:
+        assert found is not None
+        try:
+            got = substitute.install(
+                found, llvm.build_dir(settings, variant.name), image_dir, f"llvm-{variant.name}-{rec.version}-linux-{arch}",
+                build_id, tc.identity(), arch, environ or {}, log,
+            )
+            log(f"build: llvm-{variant.name} substituted from {got.substituted}: {got.tree.digest}, verified")
+            return got
+        except substitute.Refused as exc:
+            refused = exc.what
+        except RegistryError as exc:  # unreachable or failing mid-pull: not this build's problem
+            refused = f"substitute {found.ref} failed: {exc.what}" + (f" ({exc.why})" if exc.why else "")
+        log(f"warning: {refused}; building instead")
+        for s in deferred:
+            log(f"==> {s.name}")
+            s.action()
+        return build(refused)
+
+    how = (f"linux/{arch}{f' cross-built on {toolchain.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
+           f"offline={settings.offline}, toolchain {tc.label}")
+    if done:
+        build_step = Step("build", f"build llvm-{variant.name}", build_id, DONE, f"up to date: {done}", build)
+    elif found:
+        build_step = Step("build", f"build llvm-{variant.name}", build_id, PULL,
+                          f"{found.ref} (tag {found.tag}), verified before use; else built: {how}", pull)
+    else:
+        build_step = Step("build", f"build llvm-{variant.name}", build_id, RUN, f"{why}; {how}", build)
+
+    # image: rewritten from the tree (deterministic, seconds), so never trusted from an earlier run,
+    # except the very image a substitution pulled, which steps.make_image reuses
     record_json = llvm.build_dir(settings, variant.name) / "record.json"
     image_step = Step(
-        "image", f"image llvm-{variant.name}", _digest("image", build_id, "gzip"), RUN,
-        f"OCI layout under {image_dir}",
+        "image", f"image llvm-{variant.name}", _digest("image", build_id, "gzip"), PULL if found else RUN,
+        f"the substitute's layout, kept by the pull, under {image_dir}" if found else f"OCI layout under {image_dir}",
         lambda: steps.make_image(settings, record_json, image_dir, log),
     )
 
@@ -172,7 +205,21 @@ def plan_all(
     wheel_step = Step(
         "wheel", "wheel src/compiler", wheel_id, wheel_state, wheel_detail, lambda: steps.make_wheel(settings, prefix, log)
     )
-    return Plan(variant.name, (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step))
+    # Resolving steps no later step of this job needs are skipped: a pulled or finished tree needs no
+    # source, and only a build or a wheel that runs needs the compiler and the wheelhouse.
+    keys = [s.key for s in (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step)]
+    builds = build_step.state == RUN
+    wheels = keys.index(through) >= keys.index("wheel") and wheel_step.state == RUN
+    reason = f"not needed: build llvm-{variant.name} is {'pulled' if found else 'up to date'}"
+    resolving = []
+    for s, needed in ((tc_step, builds or wheels), (fetch_step, builds), (house_step, builds or wheels),
+                      (prune_step, builds)):
+        if not needed and s.state != SKIP:
+            s = replace(s, state=SKIP, detail=reason)
+            if found:
+                deferred.append(s)
+        resolving.append(s)
+    return Plan(variant.name, (*resolving, build_step, image_step, wheel_step)).upto(through)
 
 
 def _source_mode(source: str) -> tuple[str, Path | None, str]:
@@ -211,7 +258,7 @@ def _pruned_in_cache(settings: Settings, rec: recipe.Recipe, variant: recipe.Var
 
 def execute(plan: Plan, log: Log) -> None:
     for s in plan.steps:
-        if s.state == RUN:
-            log(f"==> {s.name}")
+        if s.state in (RUN, PULL):
+            log(f"==> {s.name}" if s.state == RUN else f"==> {s.name} (pull)")
             s.action()
 

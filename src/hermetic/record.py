@@ -27,6 +27,8 @@ from .digests import file_sha256
 from .errors import UsageError, VerifyError
 
 RECORD_SCHEMA = "hermetic.build-record/1"
+# A build record as an OCI artifact (a referrer of the image holding its tree), for substituting machines.
+RECORD_MEDIA_TYPE = "application/vnd.hermetic.build-record.v1+json"
 
 
 @dataclass(frozen=True)
@@ -513,6 +515,11 @@ class BuildRecord:
     schema: str = RECORD_SCHEMA
     toolchain_id: ToolchainRef | None = None  # None: a record written before it existed (host)
     arch: str | None = None  # the tree's OCI architecture (amd64, arm64); None: a record written before it existed
+    # "REGISTRY/REPO@sha256:…" when the tree was pulled from a substitute rather than built here: the rest of
+    # the record is then the building machine's (its wall time, jobs, toolchain versions, test_package run).
+    substituted: str | None = None
+    # Why a substitute found for these inputs was not used (this record is then of a build made here).
+    substitute_refused: str | None = None
 
     @property
     def toolchain_ref(self) -> ToolchainRef:
@@ -553,6 +560,8 @@ class BuildRecord:
             install_root=f.string("install_root"),
             tree=Tree.from_json(f.obj("tree")),
             arch=f.opt_string("arch"),
+            substituted=f.opt_string("substituted"),
+            substitute_refused=f.opt_string("substitute_refused"),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -579,8 +588,11 @@ class BuildRecord:
             "test_package": self.test_package.as_json(),
             "install_root": self.install_root,
             "tree": self.tree.as_json(),
+            "substituted": self.substituted,
+            "substitute_refused": self.substitute_refused,
         }
-        for late in ("toolchain", "toolchain_id", "arch", "started", "finished"):  # absent from records written before they existed
+        # absent from records written before they existed, and from builds that had no substitute
+        for late in ("toolchain", "toolchain_id", "arch", "started", "finished", "substituted", "substitute_refused"):
             if out[late] is None:
                 del out[late]
         return out

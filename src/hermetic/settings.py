@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .oci.reference import Substitute, parse_substitute
 from .toolchain import PLATFORMS, machine_arch
 
 OFFLINE_MODES = ("auto", "require", "off")
@@ -59,6 +60,7 @@ class Settings:
     # Every architecture asked for, in order (`--arch amd64,arm64`); only `hermetic all` takes more
     # than one (it builds each and writes one image index). `arch` is the first.
     arches: tuple[str, ...] = ()
+    substitutes: tuple[Substitute, ...] = ()  # registries asked for a finished build before building, in order
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -99,6 +101,7 @@ _KEYS = {
     "glibc": "GLIBC",
     "wheelhouse": "WHEELHOUSE",
     "arch": "ARCH",
+    "substitutes": "SUBSTITUTES",
 }
 
 
@@ -170,6 +173,12 @@ def resolve(
 
     arches = _arches(merged.get("arch"))
 
+    if cli.get("no_substitute"):
+        # --no-substitute wins over HERMETIC_SUBSTITUTES and [tool.hermetic], as any flag does
+        substitutes: tuple[Substitute, ...] = ()
+    else:
+        substitutes = parse_substitutes(merged.get("substitutes", ()))
+
     return Settings(
         root=root,
         cache_dir=cache.expanduser().resolve(),
@@ -186,6 +195,7 @@ def resolve(
         wheelhouse=Path(str(merged["wheelhouse"])).expanduser().resolve() if merged.get("wheelhouse") else None,
         arch=arches[0],
         arches=arches,
+        substitutes=substitutes,
     )
 
 
@@ -203,3 +213,23 @@ def _arches(value: Any) -> tuple[str, ...]:
         raise UsageError(f"invalid architecture {', '.join(bad) or repr(value)}", "",
                          f"use one of: {', '.join(PLATFORMS)} (OCI names), or a comma-separated list for `hermetic all`")
     return names
+
+
+def parse_substitutes(value: Any) -> tuple[Substitute, ...]:
+    """A list (CLI, TOML) or a comma/space separated string (HERMETIC_SUBSTITUTES); duplicates dropped, order kept."""
+    if isinstance(value, str):
+        items = value.replace(",", " ").split()
+    elif isinstance(value, (list, tuple)):
+        items = [str(v).strip() for v in value]
+    else:
+        raise UsageError(
+            f"invalid substitutes {value!r}", "expected a list of REGISTRY/REPO", 'e.g. substitutes = ["registry.example.com/llvm-cache"]'
+        )
+    out: list[Substitute] = []
+    for item in items:
+        if not item:
+            continue
+        sub = parse_substitute(item)
+        if sub not in out:
+            out.append(sub)
+    return tuple(out)

@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from . import llvm, recipe, record, sources, wheel
+from . import llvm, recipe, record, sources, substitute, wheel
 from .attest import attest_image, attest_wheel
 from .digests import file_sha256
 from .errors import SourceError, VerifyError
@@ -137,8 +137,13 @@ def make_wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
 
 def make_image(settings: Settings, record_json: Path, image_dir: Path, log: Log) -> None:
     # Writing the layout takes seconds and is deterministic, so it is always redone
-    # rather than trusted from an earlier run.
+    # rather than trusted from an earlier run; but the image a substitution pulled is kept as it
+    # is (its digest is the one published, its attestations were made where it was built).
     spec = spec_from_record(record_json)
+    kept = substitute.kept_image(record.load_build_record(record_json), image_dir / spec.name, "gzip")
+    if kept is not None:
+        log(f"image: {spec.name} {kept.digest} -> {image_dir / spec.name} (pulled from the substitute, kept)")
+        return
     result = write_image(spec, image_dir / spec.name)
     log(f"image: {result.name} {result.manifest.digest} -> {result.layout}")
     attest_image(settings, result.layout, record_json)

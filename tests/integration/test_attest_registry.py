@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic import provenance, sbom
+from hermetic import provenance, record, sbom, substitute
 from hermetic.oci import referrers
 from hermetic.oci.layout import MT_INDEX, MT_MANIFEST, Layout, pick_root
 from schemas import cyclonedx
@@ -29,6 +29,7 @@ def image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     out = tmp_path_factory.mktemp("attest") / "llvm-support"
     proc = hermetic("image", "llvm", "--record", str(support_install), "--output", str(out))
     assert "sbom sha256:" in proc.stderr and "provenance sha256:" in proc.stderr, proc.stderr
+    assert "build-record sha256:" in proc.stderr, proc.stderr
     return out
 
 
@@ -68,24 +69,31 @@ def test_image_sbom_and_provenance_of_the_real_build(image: Path, support_instal
     assert (ext["variant"], ext["recipe"]["digest"][provenance.RECIPE_DIGEST]) == ("support", rec["recipe"]["digest"])
 
 
-def test_attestations_round_trip_through_the_registry(image: Path, registry: Any, tmp_path: Path) -> None:
+def test_attestations_round_trip_through_the_registry(
+    image: Path, registry: Any, tmp_path: Path, support_install: Path
+) -> None:
+    support_record = support_install
     repo = "attest/llvm-support-19.1.7"
     ref = f"{registry.host}/{repo}:19.1.7"
     digest = pick_root(Layout(image)).digest
     pushed = hermetic("push", str(image), ref, "--insecure")
     lines = pushed.stdout.splitlines()
     assert lines[0] == f"{ref} {digest}"
-    assert len([x for x in lines if x.endswith(f"-> {digest} (tag-schema)")]) == 2, pushed.stdout
+    assert len([x for x in lines if x.endswith(f"-> {digest} (tag-schema)")]) == 3, pushed.stdout
+    # the tag substituting machines find it by (tests/integration/test_substitute_registry.py)
+    inputs_tag = substitute.inputs_tag(json.loads(support_record.read_text())["inputs_digest"])
+    assert lines[-1] == f"{registry.host}/{repo}:{inputs_tag} {digest} (inputs tag, for --substitute)"
 
     # the registry has no referrers API: the index lives under the fallback tag
     status, _, _ = registry.get(f"/v2/{repo}/referrers/{digest}")
     assert status == 404
     fallback = "sha256-" + digest.removeprefix("sha256:")
-    assert sorted(registry.tags(repo)) == sorted(["19.1.7", fallback])
+    assert sorted(registry.tags(repo)) == sorted(["19.1.7", fallback, inputs_tag])
     status, body, headers = registry.get(f"/v2/{repo}/manifests/{fallback}", accept=MT_INDEX)
     index = json.loads(body)
     assert status == 200 and index["mediaType"] == MT_INDEX
-    assert sorted(m["artifactType"] for m in index["manifests"]) == sorted([sbom.MEDIA_TYPE, provenance.MEDIA_TYPE])
+    assert sorted(m["artifactType"] for m in index["manifests"]) == sorted(
+        [sbom.MEDIA_TYPE, provenance.MEDIA_TYPE, record.RECORD_MEDIA_TYPE])
     for m in index["manifests"]:
         status, body, _ = registry.get(f"/v2/{repo}/manifests/{m['digest']}", accept=MT_MANIFEST)
         assert json.loads(body)["subject"]["digest"] == digest
@@ -102,7 +110,7 @@ def test_attestations_round_trip_through_the_registry(image: Path, registry: Any
     # pushing again adds nothing
     hermetic("push", str(image), ref, "--insecure")
     _, body, _ = registry.get(f"/v2/{repo}/manifests/{fallback}", accept=MT_INDEX)
-    assert len(json.loads(body)["manifests"]) == 2
+    assert len(json.loads(body)["manifests"]) == 3
 
     # pull them back: into a layout, next to an unpacked tree, and look at the reference itself
     pulled = tmp_path / "pulled"
@@ -111,13 +119,15 @@ def test_attestations_round_trip_through_the_registry(image: Path, registry: Any
     assert pick_root(Layout(pulled)).digest == digest
     assert _payloads(pulled) == _payloads(image)
     report = json.loads(hermetic("inspect", str(pulled), "--json").stdout)
-    assert {k: v["status"] for k, v in report["attestations"].items()} == {"sbom": "matches", "provenance": "matches"}
+    assert {k: v["status"] for k, v in report["attestations"].items()} == {
+        "sbom": "matches", "provenance": "matches", "build-record": "matches"}
 
     unpacked = tmp_path / "opt" / "llvm"
     hermetic("pull", ref, "--unpack", str(unpacked), "--insecure", "--with-attestations")
     side = unpacked.with_name("llvm.attestations")
     assert json.loads((side / "sbom.cdx.json").read_text()) == _payloads(image)["sbom"]
     assert json.loads((side / "provenance.intoto.json").read_text()) == _payloads(image)["provenance"]
+    assert json.loads((side / "record.json").read_text()) == json.loads(support_record.read_text())
     assert not (unpacked / "sbom.cdx.json").exists(), "attestations stay out of the image's filesystem"
 
     remote = json.loads(hermetic("inspect", ref, "--insecure", "--json").stdout)
@@ -151,13 +161,16 @@ def test_a_multi_platform_index_carries_each_platform_s_attestations(
     multi = tmp_path / "multi"
     hermetic("image", "index", str(layouts["arm64"]), str(layouts["amd64"]), "--output", str(multi))
     assert {(r.subject, r.kind) for r in referrers.referrers(Layout(multi))} == {
-        (d, kind) for d in digests.values() for kind in ("sbom", "provenance")
+        (d, kind) for d in digests.values() for kind in ("sbom", "provenance", "build-record")
     }
 
     ref = f"{registry.host}/attest/multi:19.1.7"
     pushed = hermetic("push", str(multi), ref, "--insecure").stdout
     for d in digests.values():
-        assert len([x for x in pushed.splitlines() if x.endswith(f"-> {d} (tag-schema)")]) == 2, pushed
+        assert len([x for x in pushed.splitlines() if x.endswith(f"-> {d} (tag-schema)")]) == 3, pushed
+        # each platform image is found by its own inputs digest (here both come from one record, so one tag
+        # is written twice and names the last platform pushed: real arm64 and amd64 builds differ in inputs)
+        assert any(x.endswith(f" {d} (inputs tag, for --substitute)") for x in pushed.splitlines()), pushed
 
     for arch in ("arm64", "amd64"):
         pulled = tmp_path / f"pulled-{arch}"

@@ -84,7 +84,7 @@ def test_kept_partial_build_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def _cut_off_swap(out: Path, after_commit: bool) -> None:
-    """The state a swap leaves when killed between its renames (see llvm._swap_in)."""
+    """The state a swap leaves when killed between its renames (see llvm.swap_in)."""
     (out / ".swap").write_text("sha256:new\n")
     for name in ("install", "test_package"):
         os.rename(out / name, out / f".old-{name}")
@@ -121,6 +121,6 @@ def test_keep_build_keeps_the_build_directory_of_a_good_build(tmp_path: Path) ->
     (new / "test_package").mkdir()
     (new / "conan-home" / "p").mkdir(parents=True)
     (new / "record.json").write_text(json.dumps({"tree": {"digest": "sha256:new"}}))
-    llvm._swap_in(new, out, "sha256:new", keep_build=True)
+    llvm.swap_in(new, out, "sha256:new", keep_build=True)
     assert (out / "conan-home" / "p").is_dir() and not new.exists()
     assert json.loads((out / "record.json").read_text())["tree"]["digest"] == "sha256:new"

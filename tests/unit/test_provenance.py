@@ -89,7 +89,7 @@ def test_attestations_live_beside_the_image_and_leave_its_digest_alone(tmp_path:
     assert pick_root(layout) == root_before
     layout.verify()
     refs = referrers.referrers(layout)
-    assert sorted(r.kind for r in refs) == ["provenance", "sbom"]
+    assert sorted(r.kind for r in refs) == ["build-record", "provenance", "sbom"]
     for r in refs:
         assert r.subject == root_before.digest
         assert r.manifest["subject"] == {"mediaType": root_before.media_type, "digest": root_before.digest,
@@ -100,6 +100,11 @@ def test_attestations_live_beside_the_image_and_leave_its_digest_alone(tmp_path:
     assert by_kind["sbom"].artifact_type == "application/vnd.cyclonedx+json"
     assert by_kind["provenance"].artifact_type == "application/vnd.in-toto+json"
     assert by_kind["provenance"].manifest["layers"][0]["annotations"][referrers.ANN_PREDICATE] == provenance.PREDICATE_TYPE
+    # the record goes byte for byte, so its sha256 is the one the provenance names
+    assert by_kind["build-record"].read() == rec.read_bytes()
+    named = [b["digest"]["sha256"] for b in json.loads(by_kind["provenance"].read())["predicate"]["runDetails"]["byproducts"]
+             if b["annotations"]["role"] == "build-record"]
+    assert named == [file_sha256(rec)]
 
 
 def test_attest_refuses_a_record_of_another_tree(tmp_path: Path) -> None:
@@ -116,13 +121,14 @@ def test_inspect_layout_reports_matching_attestations(attested: tuple[Path, Path
     assert report["artifact"]["kind"] == "oci-image"
     assert report["built_from"]["variant"] == "support"
     assert report["built_from"]["provenance"]["offline"]["enforced"] is True
-    assert {k: v["status"] for k, v in report["attestations"].items()} == {"sbom": "matches", "provenance": "matches"}
+    assert {k: v["status"] for k, v in report["attestations"].items()} == {
+        "sbom": "matches", "provenance": "matches", "build-record": "matches"}
     assert main(["inspect", str(layout), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["artifact"]["digest"] == report["artifact"]["digest"]
     assert main(["inspect", str(layout)]) == 0
     text = capsys.readouterr().out
-    assert "sbom        matches" in text and "provenance  matches" in text
+    assert "sbom        matches" in text and "provenance  matches" in text and "build-record matches" in text
 
 
 def test_inspect_catches_attestations_of_another_image(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,6 +144,13 @@ def test_inspect_catches_attestations_of_another_image(tmp_path: Path, capsys: p
     report = inspection.inspect_layout(layout_path)
     assert report["attestations"]["sbom"]["status"] == "MISMATCH"
     assert report["attestations"]["provenance"]["status"] == "missing"
+    # a build record of another tree, attached to this image
+    data = json.loads(rec.read_text())
+    data["tree"]["digest"] = "sha256:" + "00" * 32
+    referrers.attach(layout, subject, record.RECORD_MEDIA_TYPE, json.dumps(data).encode(), "record.json",
+                     {referrers.ANN_KIND: attest.KIND_BUILD_RECORD})
+    got = inspection.inspect_layout(layout_path)["attestations"]["build-record"]
+    assert got["status"] == "MISMATCH" and got["problems"][0].startswith(f"it records tree sha256:{'00' * 32}")
     assert main(["inspect", str(layout_path)]) == 8
     assert "do not match" in capsys.readouterr().err
 

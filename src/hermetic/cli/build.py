@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
-from .common import Common, Subparsers, add_command, add_group, out, out_json, overrides, say
+from .common import Common, Subparsers, add_command, add_group, add_substitute, out, out_json, overrides, say
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -52,8 +53,9 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     # The same plan as `hermetic all`, narrowed to the build and the steps it needs.
     job = plan.plan_all(
-        settings, log, args.source, overrides=overrides(args.option), force=args.force, keep_build=args.keep_build
-    ).upto("build")
+        settings, log, args.source, overrides=overrides(args.option), force=args.force, keep_build=args.keep_build,
+        through="build", environ=os.environ,
+    )
     say(settings, job.render())
     plan.execute(job, log)
     build = job.step("build")
@@ -61,8 +63,11 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     result = load_build_record(out_dir / "record.json")
     if build.state == plan.DONE:
         log(f"build: llvm-{job.variant} is up to date ({result.tree.digest})")
-    out_json({"variant": result.variant, "prefix": result.prefix, "install_root": result.install_root,
-              "wall_time_s": result.wall_time_s, "tree_digest": result.tree.digest, "record": str(out_dir / "record.json")})
+    shown = {"variant": result.variant, "prefix": result.prefix, "install_root": result.install_root,
+             "wall_time_s": result.wall_time_s, "tree_digest": result.tree.digest, "record": str(out_dir / "record.json")}
+    # wall_time_s is then the building machine's: say where the tree came from
+    shown |= {k: v for k, v in (("substituted", result.substituted), ("substitute_refused", result.substitute_refused)) if v}
+    out_json(shown)
     return 0
 
 
@@ -80,7 +85,7 @@ def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     if len(settings.arches) > 1:
         return _all_arches(args, settings, log)
-    job = plan.plan_all(settings, log, args.source)
+    job = plan.plan_all(settings, log, args.source, environ=os.environ)
     out(job.render())
     plan.execute(job, log)
     out("all: done")
@@ -97,7 +102,7 @@ def _all_arches(args: argparse.Namespace, settings: Settings, log: Log) -> int:
     jobs = []
     for arch in settings.arches:
         one = replace(settings, arch=arch, arches=(arch,), work_dir=settings.work_dir / f"linux-{arch}")
-        jobs.append((one, plan.plan_all(one, log, args.source)))
+        jobs.append((one, plan.plan_all(one, log, args.source, environ=os.environ)))
     variant = jobs[0][1].variant
     index_dir = settings.work_dir / "images" / f"llvm-{variant}-index"
     for one, job in jobs:
@@ -130,6 +135,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--option", action="append", help="override a recipe option, KEY=VALUE; repeatable")
     p.add_argument("--keep-build", action="store_true", help="keep the build directory (Conan home) afterwards")
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
+    add_substitute(p)
     p.set_defaults(func=cmd_build_llvm)
 
     p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
@@ -139,5 +145,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
         subparsers, "all", "the main job: fetch, prune, build, image and wheel of the default variant", [common.build]
     )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
+    add_substitute(p)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.
     p.set_defaults(func=cmd_all, multi_arch=True)

@@ -52,6 +52,18 @@ def common_parsers() -> Common:
     return Common(base, build)
 
 
+def add_substitute(parser: argparse.ArgumentParser) -> None:
+    """--substitute / --no-substitute: the commands that build an LLVM tree (`build llvm`, `all`)."""
+    g = parser.add_argument_group("substitution").add_mutually_exclusive_group()
+    g.add_argument(
+        "--substitute", dest="substitutes", action="append", default=argparse.SUPPRESS, metavar="REGISTRY/REPO",
+        help="before building, pull a verified image with the same inputs digest from this repository "
+             "(http://REGISTRY/REPO for plain http); repeatable, tried in order (HERMETIC_SUBSTITUTES)",
+    )
+    g.add_argument("--no-substitute", dest="no_substitute", action="store_true", default=argparse.SUPPRESS,
+                   help="build without asking any substitute, whatever HERMETIC_SUBSTITUTES or pyproject say")
+
+
 def add_command(
     subparsers: Subparsers, name: str, help: str, parents: Sequence[argparse.ArgumentParser] = ()
 ) -> argparse.ArgumentParser:

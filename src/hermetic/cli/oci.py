@@ -12,17 +12,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import recipe
+from .. import recipe, substitute
 from ..attest import attest_image
 from ..errors import UsageError, VerifyError
 from ..oci.index import merge_layouts
 from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
 from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, pick_root, spec_from_record, write_image
 from ..oci.reference import parse_image_source, parse_reference
-from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers
+from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers, referrers
 from ..oci.registry import DEFAULT_CHUNK, Progress, make_client
 from ..oci.transfer import pull_layout, pull_local, push_layout
 from ..oci.unpack import unpack_layout, verify_tree
+from ..record import load_build_record
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, add_group, add_platform, out, say
 
@@ -53,6 +54,15 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
     if args.record is None and spec.variant != variant:
         raise VerifyError(f"{rec} is a record of variant {spec.variant!r}, not {variant!r}", "", "rebuild the variant")
     output = Path(args.output) if args.output else settings.work_dir / "images" / spec.name
+    kept = substitute.kept_image(load_build_record(rec), output, args.compression)
+    if kept is not None:
+        # The layout a substitution pulled: the same tree, the digest the substitute published, and the
+        # attestations of the machine that built it; writing and attesting it again here would replace those.
+        out(f"{spec.name} {kept.digest} {output.resolve()}")
+        say(settings, f"  pulled from {load_build_record(rec).substituted}, kept as it is")
+        for r in referrers(Layout(output), subject=kept.digest):
+            say(settings, f"  {r.kind} {r.digest} (referrer of {kept.digest}, outside the image)")
+        return 0
     say(settings, f"image {spec.name}: layer of {spec.install_root}{spec.prefix}")
     result = write_image(spec, output, args.compression)
     out(f"{result.name} {result.manifest.digest} {result.layout}")
@@ -105,6 +115,14 @@ def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk
         say(settings, f"no attestations in {layout.path} (write them with `hermetic attest {layout.path}`)")
     for p in pushed:
         out(f"{ref.registry}/{ref.repository}@{p.digest} {p.artifact_type} -> {p.subject} ({p.via})")
+    # Last: the tags substituting machines look up, once everything they will check is there.
+    images = list(layout.children(root)) if root.media_type in INDEX_TYPES else [root]
+    tagged = substitute.publish(client, layout, ref.repository, images)
+    for tag, image in tagged:
+        out(f"{ref.registry}/{ref.repository}:{tag} {image} (inputs tag, for --substitute)")
+    if len(tagged) < len(images):
+        say(settings, f"{len(images) - len(tagged)} image(s) have no build record attached, so no inputs tag: "
+                      f"`hermetic attest {layout.path}` attaches it")
 
 
 def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:

@@ -83,6 +83,47 @@ def parse_reference(text: str) -> Reference:
     return Reference(registry, path, tag, digest)
 
 
+@dataclass(frozen=True)
+class Substitute:
+    """A repository that may hold finished builds, found by their inputs digest (`--substitute`)."""
+
+    registry: str
+    repository: str
+    insecure: bool = False  # plain http: written as http://REGISTRY/REPO
+
+    def __str__(self) -> str:
+        return f"{'http://' if self.insecure else ''}{self.registry}/{self.repository}"
+
+    def ref(self, tag: str = "", digest: str = "") -> Reference:
+        return Reference(self.registry, self.repository, tag, digest)
+
+
+def parse_substitute(text: str) -> Substitute:
+    """`REGISTRY/REPO`, or `http://REGISTRY/REPO` for a plain-http registry (one on this machine).
+
+    No tag or digest: the tag is derived from each build's inputs digest. The registry must be named,
+    since a lookup on Docker Hub by default would be a surprise.
+    """
+    raw = text.strip()
+    insecure = raw.startswith("http://")
+    rest = raw.removeprefix("http://").removeprefix("https://")
+    bad = UsageError(
+        f"invalid substitute {text!r}",
+        "expected REGISTRY/REPOSITORY (https) or http://REGISTRY/REPOSITORY (plain http), without a tag or digest",
+        "for example --substitute registry.example.com/llvm-cache or --substitute http://127.0.0.1:5000/llvm-cache",
+    )
+    first, slash, _ = rest.partition("/")
+    if not slash or not ("." in first or ":" in first or first == "localhost"):
+        raise bad
+    try:
+        ref = parse_reference(rest)
+    except UsageError:
+        raise bad from None
+    if ref.tag or ref.digest:
+        raise bad
+    return Substitute(ref.registry, ref.repository, insecure)
+
+
 _TAG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

@@ -37,7 +37,7 @@ CASES = [
     "--work-dir {file} build llvm --variant support --source {damaged}",
     "--cache {file} fetch --variant support --no-urls --no-apt",
     "build llvm --variant support --source {missing}",
-    "build llvm --variant support --source {damaged} --work-dir {tmp}/w",
+    "build llvm --variant support --source {damaged} --work-dir {tmp}/w --toolchain host",
     "source prune --variant support --cache {file} --no-urls --no-apt",
     "image llvm --record {missing} --work-dir {tmp}/w",
     "image llvm --record {damaged} --work-dir {tmp}/w",
@@ -81,7 +81,9 @@ def test_bad_input_is_a_classed_error(case: str, bad: dict[str, str]) -> None:
     import shlex
 
     argv = shlex.split(case.format(**bad))
-    proc = hermetic(*argv, check=False, env={"HERMETIC_CACHE": bad["tmp"] + "/cache"})
+    # A cache of its own: a case that downloads (the toolchain, say) must not hand another case a
+    # cache that makes its error go away.
+    proc = hermetic(*argv, check=False, env={"HERMETIC_CACHE": f"{bad['tmp']}/cache-{CASES.index(case)}"})
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode in CLASSED, (proc.returncode, proc.stderr)
     assert "error" in proc.stderr

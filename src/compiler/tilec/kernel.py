@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .cache import Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
-from .launch import Signature, launch_config
+from .launch import Dim3, Signature, launch_config
 from .native import PassDump
 from .settings import Settings
 from .specialize import Constant, ParamRef, Specialization
@@ -172,10 +172,14 @@ class Stages(dict[str, Any]):
         return self._computed[key]
 
 
+def _exact_dims(value: Any) -> bool:
+    return type(value) is int or (type(value) is tuple and all(type(d) is int for d in value))
+
+
 class _Launcher:
-    def __init__(self, kernel: CompiledKernel, grid: Any, block: Any) -> None:
+    def __init__(self, kernel: CompiledKernel, grid: Dim3, block: Dim3) -> None:
         self.kernel = kernel
-        self.grid, self.block = launch_config(grid, block)
+        self.grid, self.block = grid, block
 
     def __call__(self, *args: Any, stream: Any = None, shared_mem: int = 0) -> None:
         self.kernel.launch(self.grid, self.block, args, stream=stream, shared_mem=shared_mem)
@@ -212,7 +216,10 @@ class CompiledKernel:
         self.key = key
         self.cache_status: Status = cache_status
         self.name = metadata.name
-        self.signature = Signature.from_llvm(metadata.name, metadata.signature)
+        self.signature = Signature.from_llvm(
+            metadata.name, metadata.signature, metadata.param_names
+        )
+        self._configs: dict[tuple[Any, Any], Callable[..., None]] = {}
         self.passes: tuple[PassDump, ...] = ()  # filled when pass dumps were asked for
         self.asm: Stages = Stages(asm)
         if backend is not None:
@@ -284,10 +291,28 @@ class CompiledKernel:
         return written
 
     # -- runtime --------------------------------------------------------------------
-    def __getitem__(self, config: tuple[Any, Any]) -> _Launcher:
+    def __getitem__(self, config: tuple[Any, Any]) -> Callable[..., None]:
         if not isinstance(config, tuple) or len(config) != 2:
             raise TypeError("launch as kernel[grid, block](*args)")
-        return _Launcher(self, config[0], config[1])
+        # A launch loop asks for the same configuration again and again: check it once. Only
+        # exact ints are remembered, since 1.0 and True hash like 1 and must still be refused.
+        grid, block = config
+        exact = _exact_dims(grid) and _exact_dims(block)
+        if exact:
+            known = self._configs.get(config)
+            if known is not None:
+                return known
+        launcher = self._make_launcher(*launch_config(grid, block))
+        if exact:
+            if len(self._configs) >= 256:  # a kernel launched on ever-new grids: stay small
+                self._configs.clear()
+            self._configs[config] = launcher
+        return launcher
+
+    def _make_launcher(self, grid: Dim3, block: Dim3) -> Callable[..., None]:
+        """What `kernel[grid, block]` returns for a checked configuration; backends with a
+        faster launch path override it."""
+        return _Launcher(self, grid, block)
 
     def launch(
         self,

@@ -39,6 +39,7 @@ using CUfunction = CUfunc_st *;
 using CUstream = CUstream_st *;
 constexpr int kMaxDynamicSharedAttr = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr unsigned kStaticSharedLimit = 48 * 1024;
+constexpr CUresult kInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT
 
 struct Driver {
   bool tried = false;
@@ -102,6 +103,15 @@ PyObject *error_class(const char *name) {
   throw nb::python_error();
 }
 
+[[noreturn]] void raise_cuda(const char *call, CUresult code, const char *name,
+                             const char *desc) {
+  PyObject *exc = PyObject_CallFunction(error_class("CudaError"), "siss", call, code, name, desc);
+  if (exc == nullptr) throw nb::python_error();
+  PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc)), exc);
+  Py_DECREF(exc);
+  throw nb::python_error();
+}
+
 [[noreturn]] void raise_cuda(const char *call, CUresult code) {
   Driver &d = driver();
   const char *name = nullptr;
@@ -110,11 +120,7 @@ PyObject *error_class(const char *name) {
     name = "CUDA_ERROR";
   if (d.get_error_string == nullptr || d.get_error_string(code, &desc) != 0 || desc == nullptr)
     desc = "unknown error";
-  PyObject *exc = PyObject_CallFunction(error_class("CudaError"), "siss", call, code, name, desc);
-  if (exc == nullptr) throw nb::python_error();
-  PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc)), exc);
-  Py_DECREF(exc);
-  throw nb::python_error();
+  raise_cuda(call, code, name, desc);
 }
 
 enum class Kind : uint8_t { Ptr, I8, I16, I32, I64, F32, F64 };
@@ -529,8 +535,10 @@ class Launcher {
       pack_into(args, -1, slots);
       resolver_();
       b = current();
-      if (b == nullptr)
-        raise("CudaError", "kernel " + signature_ + ": no function bound to the current context");
+      if (b == nullptr) {
+        const std::string why = "kernel " + signature_ + ": no function bound to the current context";
+        raise_cuda("cuCtxGetCurrent", kInvalidContext, "CUDA_ERROR_INVALID_CONTEXT", why.c_str());
+      }
     }
     // A copy: the fallback packer runs Python, and another thread may bind meanwhile.
     const Binding bound = *b;

@@ -6,7 +6,6 @@ module knows nothing about CUDA or any other runtime.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -86,8 +85,7 @@ class CompileOptions:
 
     def digest(self) -> str:
         """The backend-independent options; the backend keys its own in parsed form."""
-        out = self.to_json()
-        del out["backend_options"]
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "backend_options"}
         return digest_json(out)
 
 
@@ -226,21 +224,31 @@ class CompiledKernel:
             self.asm._derived.update(backend.derived_stages(self))
 
     # -- serialization for the cache -------------------------------------------
-    def _payload(self) -> dict[str, Any]:
-        asm = {
-            k: ({"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else {"text": v})
-            for k, v in self.asm.items()
-        }
-        return {"asm": asm, "order": list(self.asm), "metadata": self.metadata.to_json()}
+    def _payload(self) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """(JSON payload, raw parts) for the cache: every stage is stored as bytes, text
+        stages UTF-8 encoded, so a hit decodes no base64 and parses only the metadata."""
+        parts: dict[str, bytes] = {}
+        text: list[str] = []
+        for name, value in self.asm.items():
+            if isinstance(value, bytes):
+                parts[name] = value
+            else:
+                parts[name] = value.encode()
+                text.append(name)
+        payload = {"order": list(self.asm), "text": text, "metadata": self.metadata.to_json()}
+        return payload, parts
 
     @staticmethod
     def _parse_payload(
-        payload: Mapping[str, Any], metadata_class: type[Metadata] = Metadata
+        payload: Mapping[str, Any],
+        parts: Mapping[str, bytes],
+        metadata_class: type[Metadata] = Metadata,
     ) -> tuple[dict[str, Any], Metadata]:
-        asm: dict[str, Any] = {}
-        for name in payload["order"]:
-            item = payload["asm"][name]
-            asm[name] = base64.b64decode(item["b64"]) if "b64" in item else str(item["text"])
+        text = set(payload["text"])
+        asm: dict[str, Any] = {
+            name: parts[name].decode() if name in text else parts[name]
+            for name in payload["order"]
+        }
         return asm, metadata_class.from_json(payload["metadata"])
 
     # -- inspection ---------------------------------------------------------------

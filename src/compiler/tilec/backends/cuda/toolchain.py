@@ -308,8 +308,10 @@ def identity(settings: Settings) -> dict[str, Any]:
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
     record = {**_compute_identity(settings, memo), "inputs": inputs}
+    if record["ptxas"] is None or record["libdevice"] is None:
+        return record  # searched again next time, as a tool may be installed meanwhile
     _IDENTITY[settings] = record
-    if entry is not None and record["ptxas"] is not None and record["libdevice"] is not None:
+    if entry is not None:
         with contextlib.suppress(OSError):
             entry.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")

@@ -306,3 +306,75 @@ def test_launch_module_does_not_link_libcuda(tilec: ModuleType) -> None:
     assert [line.split()[-1] for line in exported.splitlines()] == ["PyInit__launch"]
     # Importing it loads no driver; the first bind does.
     assert mod.driver_loaded() is False
+
+
+TORCH_CHILD = """
+import json, sys, types
+
+class device:
+    def __init__(self, kind, index):
+        self.type, self.index = kind, index
+
+class Tensor:
+    def __init__(self, ptr, kind="cuda", index=0, claimed=None):
+        self._ptr, self._kind, self._index, self._claimed = ptr, kind, index, claimed
+    @property
+    def is_cuda(self):
+        return self._kind == "cuda"
+    def get_device(self):
+        return self._index if self._kind == "cuda" else -1
+    @property
+    def device(self):
+        if self._claimed is not None:
+            return device(self._claimed, None)
+        return device(self._kind, self._index if self._kind == "cuda" else None)
+    def data_ptr(self):
+        return self._ptr
+
+torch = types.ModuleType("torch")
+torch.Tensor = Tensor
+sys.modules["torch"] = torch  # a stand-in: the launcher recognises torch.Tensor by type
+import tilec
+from tilec.backends.cuda import launch as L
+
+sig = tilec.launch.Signature.from_llvm("k", ["ptr", "ptr", "i32"], ["a", "b", "n"])
+launcher = L.native_launcher(sig, lambda: None)
+cases = {
+    "cuda": (Tensor(0x10), Tensor(0x20, "cuda", 0), 5),
+    "cpu": (Tensor(0x10), Tensor(0x20, "cpu"), 5),
+    "other": (Tensor(0x10), Tensor(0x20, "cuda", 1), 5),
+    "subclass": (type("Parameter", (Tensor,), {})(0x30), None, 5),
+}
+out = {}
+for name, args in cases.items():
+    r = {"check": launcher.check(args, 0)}
+    for who, fn in (("native", lambda: launcher.pack(args, 0)), ("python", lambda: L.pack_bytes(sig, args, 0))):
+        try:
+            r[who] = fn().hex()
+        except Exception as exc:
+            r[who] = [type(exc).__name__, str(exc)]
+    out[name] = r
+# A tensor whose is_cuda says CUDA while its device says cpu: only the torch path reads is_cuda.
+out["torch_path"] = launcher.check((Tensor(0x10, claimed="cpu"), None, 5), 0)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_torch_tensors_take_the_is_cuda_path(tilec: ModuleType) -> None:
+    """torch.Tensor (recognised by type once torch is imported) is checked with is_cuda and
+    get_device() instead of building a torch.device; the answers equal the Python packer's."""
+    import json
+    import os
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent))
+    proc = subprocess.run([sys.executable, "-c", TORCH_CHILD], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))[7:])
+    assert out["cuda"]["check"] == -1 and out["cuda"]["native"] == out["cuda"]["python"] == "1000000000000000" + "2000000000000000" + "05000000"
+    assert out["subclass"]["check"] == -1 and out["subclass"]["native"] == out["subclass"]["python"]
+    for refused in ("cpu", "other"):
+        assert out[refused]["check"] == 1
+        assert out[refused]["native"] == out[refused]["python"] and out[refused]["native"][0] == "LaunchArgumentError"
+    assert "cpu memory" in out["cpu"]["native"][1] and "on cuda:1 but" in out["other"]["native"][1]
+    assert out["torch_path"] == -1

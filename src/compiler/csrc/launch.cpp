@@ -164,6 +164,8 @@ struct Names {
   PyObject *stream = interned("stream");
   PyObject *shared_mem = interned("shared_mem");
   PyObject *cuda = interned("cuda");
+  PyObject *is_cuda = interned("is_cuda");
+  PyObject *get_device = interned("get_device");
 };
 
 Names &names() {
@@ -292,6 +294,60 @@ bool pack_cai(PyObject *cai, uint64_t &out) {
   return ok;
 }
 
+// torch.Tensor, once torch is imported (looked up again until then; kept for the process).
+PyObject *torch_tensor_type() {
+  static PyObject *cached = nullptr;
+  if (cached != nullptr) return cached;
+  PyObject *modules = PySys_GetObject("modules");  // borrowed
+  PyObject *torch = modules != nullptr ? PyDict_GetItemString(modules, "torch") : nullptr;
+  if (torch == nullptr) return nullptr;
+  PyObject *type = PyObject_GetAttrString(torch, "Tensor");
+  if (type == nullptr || !PyType_Check(type)) {  // torch is still being imported
+    PyErr_Clear();
+    Py_XDECREF(type);
+    return nullptr;
+  }
+  cached = type;
+  return cached;
+}
+
+// A torch tensor's address. `is_cuda` and `get_device()` say what `tensor.device` says (the
+// Python packer's test) without making a torch.device per argument, which costs more than
+// the rest of the packing.
+bool pack_torch(PyObject *v, long device, uint64_t &out) {
+  Names &nm = names();
+  PyObject *is_cuda = PyObject_GetAttr(v, nm.is_cuda);
+  if (is_cuda == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool on_cuda = is_cuda == Py_True;
+  Py_DECREF(is_cuda);
+  if (!on_cuda) return false;
+  if (device >= 0) {
+    PyObject *index = PyObject_CallMethodObjArgs(v, nm.get_device, nullptr);
+    if (index == nullptr || !PyLong_Check(index)) {
+      PyErr_Clear();
+      Py_XDECREF(index);
+      return false;
+    }
+    const long got = PyLong_AsLong(index);
+    Py_DECREF(index);
+    if (got != device) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  PyObject *addr = PyObject_CallMethodObjArgs(v, nm.data_ptr, nullptr);
+  if (addr == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool ok = PyLong_Check(addr) && !PyBool_Check(addr) && ptr_from_long(addr, out);
+  Py_DECREF(addr);
+  return ok;
+}
+
 // A device address: None, an int, an object with data_ptr() (torch), one with
 // __cuda_array_interface__, a CUdeviceptr or anything with __index__.
 bool pack_pointer(PyObject *v, long device, uint64_t &out) {
@@ -302,6 +358,9 @@ bool pack_pointer(PyObject *v, long device, uint64_t &out) {
   }
   if (PyBool_Check(v)) return false;
   if (PyLong_CheckExact(v)) return ptr_from_long(v, out);
+  PyObject *tensor = torch_tensor_type();
+  if (tensor != nullptr && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject *>(tensor)))
+    return pack_torch(v, device, out);
   PyObject *dp = PyObject_GetAttr(v, nm.data_ptr);
   if (dp == nullptr) {
     PyErr_Clear();

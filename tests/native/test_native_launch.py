@@ -378,3 +378,40 @@ def test_torch_tensors_take_the_is_cuda_path(tilec: ModuleType) -> None:
         assert out[refused]["native"] == out[refused]["python"] and out[refused]["native"][0] == "LaunchArgumentError"
     assert "cpu memory" in out["cpu"]["native"][1] and "on cuda:1 but" in out["other"]["native"][1]
     assert out["torch_path"] == -1
+
+
+def test_packing_keeps_reference_counts_and_memory(tilec: ModuleType, sig: Any) -> None:
+    """The C++ packer counts references by hand: after many packs, accepted and refused, every
+    argument holds the references it held before, and no temporary is left behind."""
+    import sys
+    import tracemalloc
+
+    launcher = _native(tilec, sig)
+    tensor, array, index, big = FakeTensor(0x1000), FakeArray(0x2000), Index(0x30), 2**64 - 1
+    good = (tensor, array, index, Index(-2), Index(2**31), big, AsFloat(), 2.5)
+    bad = (FakeTensor(0x10, FakeDevice("cpu", None)), None, 1, 2, 3, 4, 5, 6)
+    bound = launcher.config(1, 1, 1, 1, 1, 1)
+    watched = (tensor, tensor.device, array, array.__cuda_array_interface__, index, big, good, bad)
+    before = [sys.getrefcount(x) for x in watched]
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            launcher.pack(good, 0)
+            launcher.check(good, 0)
+            launcher.check(bad, 0)
+            with pytest.raises(tilec.LaunchArgumentError):
+                launcher.pack(bad, 0)
+            with pytest.raises(AssertionError, match="the driver was reached"):
+                bound(*good, stream=7, shared_mem=0)  # no binding: the resolver is asked
+
+    rounds(200)  # caches warmed (interned names, error classes)
+    tracemalloc.start()
+    try:
+        rounds(2000)
+        first, _ = tracemalloc.get_traced_memory()
+        rounds(2000)
+        second, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [sys.getrefcount(x) for x in watched] == before
+    assert second - first < 64 * 1024, f"{second - first} bytes more after 2000 more rounds"

@@ -171,7 +171,16 @@ class Stages(dict[str, Any]):
 
 
 def _exact_dims(value: Any) -> bool:
-    return type(value) is int or (type(value) is tuple and all(type(d) is int for d in value))
+    # A plain loop: a generator in all() costs more than the rest of a remembered k[grid, block].
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is not tuple:
+        return False
+    for d in value:  # noqa: SIM110 (see above)
+        if type(d) is not int:
+            return False
+    return True
 
 
 class _Launcher:

@@ -2,8 +2,10 @@
 # Run the tilec-vs-Triton benchmarks on a CUDA machine in one go:
 #   bash bench/tilec_gpu.sh [WHEEL_DIR]
 # Installs the tilec wheel from WHEEL_DIR (default .bench-carry/, built elsewhere against
-# an LLVM 19 prefix) into a private target, then runs compile, launch and bandwidth.
-# JSON and one log go to $OUT (else reports/); tilec_report.py makes the markdown.
+# an LLVM 19 prefix) into a private target, then runs compile, launch, bandwidth and
+# assembler (ptxas against nvJitLink on the same PTX: SASS, registers, spills, local memory).
+# JSON and one log go to $OUT (else reports/); tilec_report.py makes the markdown
+# (tilec_assembler.py writes its own).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WHEELS=${1:-$REPO/.bench-carry}
@@ -23,7 +25,7 @@ echo "== $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm,
 echo "== $(nproc) cores; $("$PY" -V 2>&1); tilec from $SITE; ptxas $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>&1)"
 
 rc=0
-for b in compile launch bandwidth; do
+for b in compile launch bandwidth assembler; do
   echo "== tilec_$b.py"
   "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" || rc=1
 done

@@ -223,7 +223,7 @@ def launch_md(r: dict[str, Any]) -> str:
     bd = r.get("tilec_breakdown_s")
     if bd:
         lines += [
-            "## Where tilec's Python launch goes (each piece alone, best of 5 x 20000 calls)",
+            "## Where tilec's launch goes (each piece alone, best of 5 x 20000 calls)",
             "",
             _table(["piece", "us"], [[k, v * 1e6] for k, v in bd.items()]),
             "",

@@ -59,6 +59,7 @@ def test_zip_is_normalised(two_builds: list[dict[str, Any]]) -> None:
         body = [n for n in names if ".dist-info/" not in n]
         assert body == sorted(body)
         assert any(n.startswith("tilec/_core") and n.endswith(".so") for n in names)
+        assert any(n.startswith("tilec/_launch") and n.endswith(".so") for n in names)  # the launch path
         import time
 
         stamp = time.gmtime(rec["source_date_epoch"])[:6]
@@ -92,8 +93,9 @@ def test_wheel_installs_and_imports(two_builds: list[dict[str, Any]], tmp_path: 
         check=True, capture_output=True, text=True,
     )
     code = (
-        "import json, tilec._core as c; "
-        "print(json.dumps({'file': c.__file__, 'llvm': c.llvm_version(), 'targets': c.registered_targets()}))"
+        "import json, tilec._core as c, tilec._launch as l; "
+        "print(json.dumps({'file': c.__file__, 'llvm': c.llvm_version(), 'targets': c.registered_targets(), "
+        "'launch': l.__file__, 'driver_loaded': l.driver_loaded()}))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")},
@@ -101,6 +103,7 @@ def test_wheel_installs_and_imports(two_builds: list[dict[str, Any]], tmp_path: 
     )
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["file"].startswith(str(target))
+    assert info["file"].startswith(str(target)) and info["launch"].startswith(str(target))
+    assert info["driver_loaded"] is False  # importing loads no libcuda
     assert info["llvm"].startswith("19."), info
     assert any("nvptx" in t.lower() for t in info["targets"]), info

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -10,6 +12,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 PTXAS = Path("/usr/local/cuda/bin/ptxas")
+CUDA_INCLUDE = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
 
 
 def _load(name: str) -> ModuleType:
@@ -54,3 +57,27 @@ def settings(tilec: ModuleType, tmp_path: Path, ptxas_path: Path) -> object:
             "PATH": "",
         }
     )
+
+
+@pytest.fixture(scope="session")
+def cc() -> str:
+    found = shutil.which("gcc") or shutil.which("cc")
+    if found is None:
+        pytest.fail("the native tier needs gcc (build-essential)")
+    if not (CUDA_INCLUDE / "cuda.h").is_file():
+        pytest.fail(f"the native tier needs the CUDA headers at {CUDA_INCLUDE}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def fake_cuda(cc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding a fake libcuda.so.1 (aot/fake_cuda.c) that counts and prints calls."""
+    out = tmp_path_factory.mktemp("fake-cuda")
+    cmd = [
+        cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2", "-fPIC", "-shared",
+        f"-I{CUDA_INCLUDE}", "-o", str(out / "libcuda.so.1"), str(HERE / "aot" / "fake_cuda.c"),
+        "-Wl,-soname,libcuda.so.1",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
+    return out

@@ -33,35 +33,6 @@ def _run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@pytest.fixture(scope="session")
-def cc() -> str:
-    found = shutil.which("gcc") or shutil.which("cc")
-    if found is None:
-        pytest.fail("the native tier needs gcc (build-essential)")
-    if not (CUDA_INCLUDE / "cuda.h").is_file():
-        pytest.fail(f"the native tier needs the CUDA headers at {CUDA_INCLUDE}")
-    return found
-
-
-@pytest.fixture(scope="session")
-def fake_cuda(cc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fake-cuda")
-    _run(
-        [
-            cc,
-            *CFLAGS,
-            "-fPIC",
-            "-shared",
-            f"-I{CUDA_INCLUDE}",
-            "-o",
-            str(out / "libcuda.so.1"),
-            str(HERE / "aot" / "fake_cuda.c"),
-            "-Wl,-soname,libcuda.so.1",
-        ]
-    )
-    return out
-
-
 def _vadd(tilec: ModuleType, kernels: ModuleType) -> Any:
     return kernels.vector_add(tilec.ir)
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -92,9 +91,9 @@ def test_cache_miss_hit_corrupt_disabled(
     entry = tilec.compiler.Cache(settings.cache_dir).path(first.key)
     assert entry.is_file()
     assert not list(entry.parent.glob("*.tmp"))  # atomic write left no temp file
-    data = json.loads(entry.read_text())
-    data["payload"]["asm"]["ptx"]["text"] = "garbage"
-    entry.write_text(json.dumps(data))  # digest no longer matches
+    raw = entry.read_bytes()
+    assert first.asm["ptx"].encode() in raw  # stages are stored as they are, not re-encoded
+    entry.write_bytes(raw.replace(b".entry", b".entrx", 1))  # one byte: the digest no longer matches
     rebuilt = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
     assert rebuilt.cache_status == "corrupt"
     assert rebuilt.asm["ptx"] == first.asm["ptx"]

@@ -37,7 +37,8 @@ def _run(cmd: list[str], cwd: Path) -> None:
 
 
 def build_core(config: pytest.Config) -> Path:
-    """Configure + build with CMake/Ninja; returns the built extension's path."""
+    """Configure + build with CMake/Ninja; returns the built `_core` extension's path (the
+    launch extension, `_launch`, is built beside it)."""
     prefix = llvm_prefix()
     cmake_dir = prefix / "lib" / "cmake" / "llvm"
     if not (cmake_dir / "LLVMConfig.cmake").is_file():
@@ -89,8 +90,12 @@ def import_tilec(config: pytest.Config, stage_root: Path) -> ModuleType:
         return importlib.import_module("tilec")
     core = build_core(config)
     pkg = stage_root / "tilec"
-    shutil.copytree(SRC / "tilec", pkg, ignore=shutil.ignore_patterns("_core*.so", "__pycache__"))
+    shutil.copytree(
+        SRC / "tilec", pkg, ignore=shutil.ignore_patterns("_core*.so", "_launch*.so", "__pycache__")
+    )
     shutil.copy2(core, pkg / core.name)
+    for launch in core.parent.glob("_launch*.so"):
+        shutil.copy2(launch, pkg / launch.name)
     info = core.parent / "_build_info.py"
     if info.is_file():
         shutil.copy2(info, pkg / info.name)

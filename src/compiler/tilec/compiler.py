@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from . import ir as tir
 from . import native
 from .backends.base import Backend, Target
 from .backends.registry import Registry, registry_for
-from .cache import Cache, digest_json
+from .cache import Cache, digest_json, file_state, unchanged
 from .errors import BackendError
 from .kernel import (
     CompiledKernel,
@@ -46,7 +47,7 @@ __all__ = [
     "compile",
 ]
 
-CACHE_LAYOUT = 3  # bump when payloads or keys change shape
+CACHE_LAYOUT = 4  # bump when payloads or keys change shape
 
 
 def _as_ir(src: str | bytes | llvmlite.ir.Module) -> str | bytes:
@@ -121,36 +122,104 @@ class Compiler:
 
         return run
 
+    def key_base(self, opts: CompileOptions, backend: Backend, target: Target) -> dict[str, Any]:
+        """Everything the cache key holds except the IR: options, target, versions, tools."""
+        return {
+            "layout": CACHE_LAYOUT,
+            "options": opts.digest(),
+            "backend_options": backend.options_digest(opts),
+            "target": str(target),
+            "tilec": __version__,
+            "llvm": native.built_llvm_version(),
+            "backend": [backend.name, backend.version, type(backend).__qualname__],
+            "tools": backend.cache_key(target, opts, self.settings),
+        }
+
     def cache_key(
         self, src: str | bytes, opts: CompileOptions, backend: Backend, target: Target
     ) -> str:
-        data = src.encode() if isinstance(src, str) else src
-        return digest_json(
-            {
-                "layout": CACHE_LAYOUT,
-                "ir": hashlib.sha256(data).hexdigest(),
-                "options": opts.digest(),
-                "backend_options": backend.options_digest(opts),
-                "target": str(target),
-                "tilec": __version__,
-                "llvm": native.built_llvm_version(),
-                "backend": [backend.name, backend.version, type(backend).__qualname__],
-                "tools": backend.cache_key(target, opts, self.settings),
-            }
-        )
+        return _key(src, self.key_base(opts, backend, target))
 
     def _lookup(
         self, key: str, opts: CompileOptions, backend: Backend, target: Target
     ) -> tuple[CompiledKernel | None, Any]:
-        payload, status = self.cache.get(key)
-        if payload is None:
+        entry, status = self.cache.get(key)
+        if entry is None:
             return None, status
         try:
-            asm, md = CompiledKernel._parse_payload(payload, backend.metadata_class)
+            asm, md = CompiledKernel._parse_payload(*entry, backend.metadata_class)
             kernel = backend.make_kernel(asm, md, opts, key, status, target, settings=self.settings)
         except (KeyError, TypeError, ValueError):
             return None, "corrupt"
         return kernel, status
+
+    def lookup(
+        self,
+        src: str | bytes | llvmlite.ir.Module,
+        opts: CompileOptions,
+        source_key: str | None = None,
+    ) -> _Lookup:
+        """The cache-hit path: a built-in backend's target is named without scanning plugins
+        or loading the native core, and a hit needs neither (a key exists only for options
+        that once compiled). With `source_key`, a shortcut names the entry, so an llvmlite
+        module is not even printed. What was computed goes on to a miss."""
+        found = _Lookup()
+        quick = self.registry.resolve_quick(opts.target, opts)
+        if quick is None:
+            return found
+        backend, target = quick
+        if source_key is not None:
+            found.shortcut = self._shortcut_id(source_key, opts, backend, target)
+            record = self.cache.get_shortcut(found.shortcut)
+            if record is not None:
+                watch = record.get("watch")
+                # The watched tools unchanged: the key stands without asking the backend.
+                trusted = watch is not None and unchanged(watch)
+                if trusted or record["base"] == digest_json(self.key_base(opts, backend, target)):
+                    found.kernel, found.status = self._lookup(record["key"], opts, backend, target)
+                    if found.kernel is not None:
+                        return found
+        base = self.key_base(opts, backend, target)
+        found.ir = _as_ir(src)
+        found.key = _key(found.ir, base)
+        found.kernel, found.status = self._lookup(found.key, opts, backend, target)
+        if found.kernel is not None and found.shortcut is not None:
+            self._put_shortcut(found.shortcut, found.key, base, opts, backend, target)
+        return found
+
+    def _shortcut_id(
+        self, source_key: str, opts: CompileOptions, backend: Backend, target: Target
+    ) -> str:
+        """What names a shortcut: everything of the cache key that needs neither the IR nor
+        the tools (the settings stand for how the tools are found; the build of tilec, with
+        its LLVM version, is watched instead: see _put_shortcut). reprs, not JSON: these are
+        frozen dataclasses of strings, numbers and tuples, and repr is the cheapest."""
+        ident = (
+            CACHE_LAYOUT,
+            source_key,
+            repr(opts),
+            str(target),
+            repr(self.settings),
+            __version__,
+            backend.name,
+            backend.version,
+            type(backend).__qualname__,
+        )
+        return hashlib.sha256(repr(ident).encode()).hexdigest()
+
+    def _put_shortcut(
+        self,
+        shortcut: str,
+        key: str,
+        base: dict[str, Any],
+        opts: CompileOptions,
+        backend: Backend,
+        target: Target,
+    ) -> None:
+        watch = backend.tool_watch(target, opts, self.settings)
+        if watch is not None:
+            watch = [[native.BUILD_INFO, file_state(native.BUILD_INFO)], *watch]
+        self.cache.put_shortcut(shortcut, key, digest_json(base), watch)
 
     def compile(
         self,
@@ -159,34 +228,31 @@ class Compiler:
         *,
         dump_dir: str | Path | None = None,
         dump_passes: bool | None = None,
+        source_key: str | None = None,
     ) -> CompiledKernel:
         """Compile (or fetch from the cache); with dumps asked for, write every stage.
 
         Pass dumps need a real compile, so `dump_passes` skips reading the cache.
+        `source_key`: see `tilec.compile`.
         """
         opts.validate()
-        ir_src = _as_ir(src)
         passes = self.settings.dump_passes if dump_passes is None else dump_passes
         out_dir = Path(dump_dir) if dump_dir is not None else self.settings.debug_dump_dir
 
-        kernel: CompiledKernel | None = None
-        status: Any = "miss"
-        looked_up: str | None = None
+        found = _Lookup()
         if not passes and self.cache.enabled:
-            # The hit path: a built-in backend's target is named without scanning plugins
-            # or loading the native core, and a hit needs neither (a key exists only for
-            # options that once compiled). A miss goes on to the full, validating path.
-            quick = self.registry.resolve_quick(opts.target, opts)
-            if quick is not None:
-                looked_up = self.cache_key(ir_src, opts, *quick)
-                kernel, status = self._lookup(looked_up, opts, *quick)
-                if kernel is not None:
-                    if out_dir is not None:
-                        kernel.dump(out_dir / f"{kernel.name}-{looked_up[:12]}", metadata=True)
-                    return kernel
+            found = self.lookup(src, opts, source_key)
+            hit = found.kernel
+            if hit is not None:
+                if out_dir is not None:
+                    hit.dump(out_dir / f"{hit.name}-{hit.key[:12]}", metadata=True)
+                return hit
+        ir_src = found.ir if found.ir is not None else _as_ir(src)
         backend, target = self.resolve(opts)
         key = self.cache_key(ir_src, opts, backend, target)
-        if not passes and key != looked_up:
+        kernel: CompiledKernel | None = None
+        status: Any = found.status
+        if not passes and key != found.key:
             kernel, status = self._lookup(key, opts, backend, target)
         if kernel is None:
             md = backend.metadata_class(
@@ -206,10 +272,30 @@ class Compiler:
                 produced, md, opts, key, status, target, settings=self.settings
             )
             kernel.passes = tuple(ctx.passes)
-            self.cache.put(key, kernel._payload())
+            self.cache.put(key, *kernel._payload())
+        if source_key is not None and self.cache.enabled:
+            shortcut = found.shortcut or self._shortcut_id(source_key, opts, backend, target)
+            base = self.key_base(opts, backend, target)
+            self._put_shortcut(shortcut, key, base, opts, backend, target)
         if out_dir is not None:
             kernel.dump(out_dir / f"{kernel.name}-{key[:12]}", metadata=True)
         return kernel
+
+
+@dataclass
+class _Lookup:
+    """What `Compiler.lookup` found, and what it computed on the way."""
+
+    kernel: CompiledKernel | None = None
+    status: Any = "miss"
+    ir: str | bytes | None = None
+    key: str | None = None
+    shortcut: str | None = None
+
+
+def _key(src: str | bytes, base: dict[str, Any]) -> str:
+    data = src.encode() if isinstance(src, str) else src
+    return digest_json({**base, "ir": hashlib.sha256(data).hexdigest()})
 
 
 def compile(
@@ -223,6 +309,7 @@ def compile(
     settings: Settings | None = None,
     dump_dir: str | Path | None = None,
     dump_passes: bool | None = None,
+    source_key: str | None = None,
     **backend_options: Any,
 ) -> CompiledKernel:
     """Compile one kernel of `src` (IR text, bitcode, or a llvmlite.ir.Module).
@@ -233,6 +320,10 @@ def compile(
     carries the specialization (e.g. `vadd__n_1024`) and launches take only the
     parameters left. `dump_dir` (default: TILEC_DUMP_DIR) receives every stage;
     `dump_passes` (default: TILEC_DUMP_PASSES) adds the IR after each LLVM pass.
+    `source_key`: the caller's name for this exact IR (say, a digest of the front end's
+    source): with it a cache hit reads a shortcut and never prints or hashes the IR (for an
+    llvmlite module, about a third of a hit in a fresh process). It must change whenever
+    the IR does; the options, target and tools are keyed as always.
     Other keywords are the backend's own options, e.g. for cuda `ptx_version=80`,
     `ftz=True`, `ptxas_options=(...)`, `use_ptxas=False` (see CudaOptions); a backend
     refuses names it does not know.
@@ -246,4 +337,6 @@ def compile(
         multiple_of=spec.multiple_of,
         backend_options=backend_options,
     )
-    return Compiler(settings).compile(src, opts, dump_dir=dump_dir, dump_passes=dump_passes)
+    return Compiler(settings).compile(
+        src, opts, dump_dir=dump_dir, dump_passes=dump_passes, source_key=source_key
+    )

@@ -6,7 +6,6 @@ module knows nothing about CUDA or any other runtime.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .cache import Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
-from .launch import Signature, launch_config
+from .launch import Dim3, Signature, launch_config
 from .native import PassDump
 from .settings import Settings
 from .specialize import Constant, ParamRef, Specialization
@@ -86,8 +85,7 @@ class CompileOptions:
 
     def digest(self) -> str:
         """The backend-independent options; the backend keys its own in parsed form."""
-        out = self.to_json()
-        del out["backend_options"]
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "backend_options"}
         return digest_json(out)
 
 
@@ -172,10 +170,23 @@ class Stages(dict[str, Any]):
         return self._computed[key]
 
 
+def _exact_dims(value: Any) -> bool:
+    # A plain loop: a generator in all() costs more than the rest of a remembered k[grid, block].
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is not tuple:
+        return False
+    for d in value:  # noqa: SIM110 (see above)
+        if type(d) is not int:
+            return False
+    return True
+
+
 class _Launcher:
-    def __init__(self, kernel: CompiledKernel, grid: Any, block: Any) -> None:
+    def __init__(self, kernel: CompiledKernel, grid: Dim3, block: Dim3) -> None:
         self.kernel = kernel
-        self.grid, self.block = launch_config(grid, block)
+        self.grid, self.block = grid, block
 
     def __call__(self, *args: Any, stream: Any = None, shared_mem: int = 0) -> None:
         self.kernel.launch(self.grid, self.block, args, stream=stream, shared_mem=shared_mem)
@@ -212,28 +223,41 @@ class CompiledKernel:
         self.key = key
         self.cache_status: Status = cache_status
         self.name = metadata.name
-        self.signature = Signature.from_llvm(metadata.name, metadata.signature)
+        self.signature = Signature.from_llvm(
+            metadata.name, metadata.signature, metadata.param_names
+        )
+        self._configs: dict[tuple[Any, Any], Callable[..., None]] = {}
         self.passes: tuple[PassDump, ...] = ()  # filled when pass dumps were asked for
         self.asm: Stages = Stages(asm)
         if backend is not None:
             self.asm._derived.update(backend.derived_stages(self))
 
     # -- serialization for the cache -------------------------------------------
-    def _payload(self) -> dict[str, Any]:
-        asm = {
-            k: ({"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else {"text": v})
-            for k, v in self.asm.items()
-        }
-        return {"asm": asm, "order": list(self.asm), "metadata": self.metadata.to_json()}
+    def _payload(self) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """(JSON payload, raw parts) for the cache: every stage is stored as bytes, text
+        stages UTF-8 encoded, so a hit decodes no base64 and parses only the metadata."""
+        parts: dict[str, bytes] = {}
+        text: list[str] = []
+        for name, value in self.asm.items():
+            if isinstance(value, bytes):
+                parts[name] = value
+            else:
+                parts[name] = value.encode()
+                text.append(name)
+        payload = {"order": list(self.asm), "text": text, "metadata": self.metadata.to_json()}
+        return payload, parts
 
     @staticmethod
     def _parse_payload(
-        payload: Mapping[str, Any], metadata_class: type[Metadata] = Metadata
+        payload: Mapping[str, Any],
+        parts: Mapping[str, bytes],
+        metadata_class: type[Metadata] = Metadata,
     ) -> tuple[dict[str, Any], Metadata]:
-        asm: dict[str, Any] = {}
-        for name in payload["order"]:
-            item = payload["asm"][name]
-            asm[name] = base64.b64decode(item["b64"]) if "b64" in item else str(item["text"])
+        text = set(payload["text"])
+        asm: dict[str, Any] = {
+            name: parts[name].decode() if name in text else parts[name]
+            for name in payload["order"]
+        }
         return asm, metadata_class.from_json(payload["metadata"])
 
     # -- inspection ---------------------------------------------------------------
@@ -284,10 +308,28 @@ class CompiledKernel:
         return written
 
     # -- runtime --------------------------------------------------------------------
-    def __getitem__(self, config: tuple[Any, Any]) -> _Launcher:
+    def __getitem__(self, config: tuple[Any, Any]) -> Callable[..., None]:
         if not isinstance(config, tuple) or len(config) != 2:
             raise TypeError("launch as kernel[grid, block](*args)")
-        return _Launcher(self, config[0], config[1])
+        # A launch loop asks for the same configuration again and again: check it once. Only
+        # exact ints are remembered, since 1.0 and True hash like 1 and must still be refused.
+        grid, block = config
+        exact = _exact_dims(grid) and _exact_dims(block)
+        if exact:
+            known = self._configs.get(config)
+            if known is not None:
+                return known
+        launcher = self._make_launcher(*launch_config(grid, block))
+        if exact:
+            if len(self._configs) >= 256:  # a kernel launched on ever-new grids: stay small
+                self._configs.clear()
+            self._configs[config] = launcher
+        return launcher
+
+    def _make_launcher(self, grid: Dim3, block: Dim3) -> Callable[..., None]:
+        """What `kernel[grid, block]` returns for a checked configuration; backends with a
+        faster launch path override it."""
+        return _Launcher(self, grid, block)
 
     def launch(
         self,

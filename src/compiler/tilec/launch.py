@@ -31,10 +31,21 @@ _F32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
 class Param:
     index: int
     llvm_type: str  # "ptr addrspace(1)", "i32", "float", ...
+    name: str = ""  # the C name, where the kernel's IR names it
 
     @property
     def is_pointer(self) -> bool:
         return self.llvm_type == "ptr" or self.llvm_type.startswith("ptr ")
+
+    @property
+    def kind(self) -> str:
+        """"ptr" for every pointer, else the scalar type: what the native packer is told."""
+        return "ptr" if self.is_pointer else self.llvm_type
+
+    def where(self, kernel: str) -> str:
+        """How errors name this parameter."""
+        named = f" {self.name!r}" if self.name else ""
+        return f"kernel {kernel!r} argument {self.index}{named} ({self.llvm_type})"
 
 
 @dataclass(frozen=True)
@@ -43,8 +54,13 @@ class Signature:
     params: tuple[Param, ...]
 
     @classmethod
-    def from_llvm(cls, name: str, param_types: Sequence[str]) -> Signature:
-        params = tuple(Param(i, t) for i, t in enumerate(param_types))
+    def from_llvm(
+        cls, name: str, param_types: Sequence[str], param_names: Sequence[str] = ()
+    ) -> Signature:
+        names = (tuple(param_names) + ("",) * len(param_types))[: len(param_types)]
+        params = tuple(
+            Param(i, t, n) for i, (t, n) in enumerate(zip(param_types, names, strict=True))
+        )
         for p in params:
             if not p.is_pointer and p.llvm_type not in _SCALARS:
                 raise LaunchArgumentError(
@@ -96,6 +112,11 @@ class PackedArgs:
     def address(self) -> int:
         return ctypes.addressof(self.array)
 
+    def to_bytes(self) -> bytes:
+        """Each argument's value, in order, without padding: what `Launcher.pack` of the
+        native launch path returns for the same arguments."""
+        return b"".join(bytes(v) for v in self.values)
+
 
 def pack_args(
     sig: Signature,
@@ -110,7 +131,7 @@ def pack_args(
         )
     values: list[ctypes._SimpleCData] = []  # type: ignore[type-arg]
     for param, value in zip(sig.params, args, strict=True):
-        where = f"kernel {sig.name!r} argument {param.index} ({param.llvm_type})"
+        where = param.where(sig.name)
         if param.is_pointer:
             values.append(ctypes.c_uint64(pointer(value, where)))
         else:

@@ -23,6 +23,7 @@ class Settings:
     plugin_dirs: tuple[Path, ...] = ()  # TILEC_PLUGIN_DIRS, os.pathsep-separated
     nvdisasm: Path | None = None  # TILEC_NVDISASM
     cuobjdump: Path | None = None  # TILEC_CUOBJDUMP
+    native_launch: bool = True  # TILEC_NATIVE_LAUNCH=0: pack and launch in Python instead
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -49,6 +50,7 @@ class Settings:
             dump_passes=env.get("TILEC_DUMP_PASSES", "0").strip().lower() not in _FALSE,
             nvdisasm=opt_path("TILEC_NVDISASM"),
             cuobjdump=opt_path("TILEC_CUOBJDUMP"),
+            native_launch=env.get("TILEC_NATIVE_LAUNCH", "1").strip().lower() not in _FALSE,
             plugin_dirs=tuple(
                 Path(p).expanduser()
                 for p in env.get("TILEC_PLUGIN_DIRS", "").split(os.pathsep)

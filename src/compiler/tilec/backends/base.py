@@ -79,8 +79,10 @@ class Backend(abc.ABC):
     def options_digest(self, options: CompileOptions) -> str | None:
         """The parsed options' identity, part of the cache key: defaults given or left
         out key the same."""
-        parsed = self.options(options)
-        return None if parsed is None else digest_json(dataclasses.asdict(parsed))
+        # Remembered per option values: asdict and the JSON digest are a cache hit's cost.
+        items = cast(Hashable, options.backend_options)
+        return _options_digest(self.name, cast(Hashable, self.options_class), items)
+
 
     def quick_target(self, arch: str, options: CompileOptions) -> Target | None:
         """What `parse_target` would return for a valid `arch`, computed cheaply (no native
@@ -89,6 +91,14 @@ class Backend(abc.ABC):
 
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
         """Identity of the tools the stages use (JSON-able); part of the cache key."""
+        return None
+
+    def tool_watch(
+        self, target: Target, options: CompileOptions, settings: Settings
+    ) -> list[list[Any]] | None:
+        """[path, [mtime_ns, size]] of the files and directories whose state vouches for what
+        `cache_key` answered, so that a cache shortcut may skip asking it (see tilec.cache);
+        None (the default): no such promise, a shortcut then recomputes the key."""
         return None
 
     def derived_stages(self, kernel: CompiledKernel) -> dict[str, Callable[[], Any]]:
@@ -111,6 +121,12 @@ class Backend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<tilec backend {self.name!r} ({self.binary_format})>"
+
+
+@functools.lru_cache(maxsize=256)
+def _options_digest(backend: str, options_class: Hashable, items: Hashable) -> str | None:
+    parsed = parse_options(backend, options_class, cast(tuple[tuple[str, Any], ...], items))
+    return None if parsed is None else digest_json(dataclasses.asdict(parsed))
 
 
 @functools.lru_cache(maxsize=256)

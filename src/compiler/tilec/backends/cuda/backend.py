@@ -8,21 +8,24 @@ is derived on demand with nvdisasm or cuobjdump.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 from ... import native
-from ...errors import TargetError, ToolError, ToolNotFoundError
+from ...errors import CudaError, TargetError, ToolError, ToolNotFoundError
 from ...kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
+from ...launch import Dim3
 from ...settings import Settings
 from ..base import Backend, Target, front_end
 from . import arch as sm
-from . import driver, toolchain
-from .launch import pack_args
+from . import driver, nvjitlink, toolchain
+from .launch import native_launcher, pack_args
 from .options import CudaMetadata, CudaOptions
 from .ptxas import Resources, assemble, parse_verbose
 
@@ -36,14 +39,21 @@ def _md(md: Metadata) -> CudaMetadata:
 
 
 class CudaKernel(CompiledKernel):
-    """Loads the cubin (or PTX) once per CUDA context and caches the CUfunction."""
+    """Loads the cubin (or PTX) once per CUDA context and caches the CUfunction.
+
+    Launches go through the native launcher (`tilec._launch`): arguments are checked and
+    packed in C++ and cuLaunchKernel is called there with the GIL released. Without the
+    extension, or with TILEC_NATIVE_LAUNCH=0, the Python packer and cuda-python do it.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._loaded: dict[int, tuple[Any, Any]] = {}  # context -> (CUmodule, CUfunction)
         self._lock = threading.Lock()
+        self._native: Any = None
+        self._native_made = False
 
-    def _function(self) -> Any:
+    def _context_and_function(self) -> tuple[Any, Any]:
         ctx = driver.current_context()
         handle = int(ctx)
         with self._lock:
@@ -68,7 +78,33 @@ class CudaKernel(CompiledKernel):
                     md.stack_bytes = driver.function_attribute(
                         function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"
                     )
-        return loaded[1]
+        return ctx, loaded[1]
+
+    def _function(self) -> Any:
+        return self._context_and_function()[1]
+
+    def native_launcher(self) -> Any | None:
+        """The kernel's `tilec._launch.Launcher` (made once), or None when launches go
+        through Python."""
+        if not self._native_made:
+            self._native_made = True
+            if self.settings is None or self.settings.native_launch:
+                # A weak reference: the launcher is held by the kernel, and must not hold it.
+                ref = weakref.ref(self)
+                self._native = native_launcher(self.signature, functools.partial(_bind, ref))
+        return self._native
+
+    def _bind_native(self) -> None:
+        """Make a context current, load the module there, and tell the native launcher."""
+        ctx, function = self._context_and_function()
+        self._native.bind(int(ctx), int(function), driver.current_device())
+
+    def _make_launcher(self, grid: Dim3, block: Dim3) -> Callable[..., None]:
+        native = self.native_launcher()
+        if native is None:
+            return super()._make_launcher(grid, block)
+        bound: Callable[..., None] = native.config(*grid, *block)
+        return bound
 
     def launch(
         self,
@@ -78,20 +114,35 @@ class CudaKernel(CompiledKernel):
         stream: Any = None,
         shared_mem: int = 0,
     ) -> None:
+        native = self.native_launcher()
+        if native is not None:
+            native.launch(tuple(args), *grid, *block, shared_mem, stream)
+            return
         if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
             raise TypeError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
-        packed = pack_args(self.signature, args)  # raises before touching the driver
+        pack_args(self.signature, args)  # raises before touching the driver
         function = self._function()
+        # Again, now that the device is known: a tensor on another device is refused too.
+        packed = pack_args(self.signature, args, driver.current_device())
         cu_stream = driver.as_stream(stream)
         if shared_mem > 48 * 1024:
             driver.set_max_dynamic_shared(function, shared_mem)
         driver.launch(function, grid, block, shared_mem, cu_stream, packed.address)
 
     def close(self) -> None:
+        if self._native is not None:
+            self._native.unbind_all()
         with self._lock:
             loaded, self._loaded = self._loaded, {}
         for module, _ in loaded.values():
             driver.unload_module(module)
+
+
+def _bind(ref: weakref.ReferenceType[CudaKernel]) -> None:
+    kernel = ref()
+    if kernel is None:  # pragma: no cover - the launcher lives inside its kernel
+        raise CudaError("launch", -1, "CUDA_ERROR", "the kernel was closed and collected")
+    kernel._bind_native()
 
 
 def disassemble(settings: Settings, cubin: bytes) -> str:
@@ -166,7 +217,8 @@ class CudaBackend(Backend):
             "llir_opt": self._llir_opt,
             "ptx": self._ptx,
         }
-        if self.options(options).use_ptxas and self.ptxas(settings) is not None:
+        own = self.options(options)
+        if own.use_ptxas and (own.assembler == "nvjitlink" or self.ptxas(settings) is not None):
             stages["cubin"] = self._cubin
         return stages
 
@@ -190,16 +242,20 @@ class CudaBackend(Backend):
 
     def _cubin(self, src: str, ctx: StageContext) -> bytes:
         md, opts = _md(ctx.metadata), ctx.options
-        ptxas = self.ptxas(ctx.settings)
-        assert ptxas is not None
-        md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
-        cubin, log = assemble(
-            ptxas.path,
-            src,
-            ctx.target.arch,
-            self.options(opts).ptxas_options,
-            min(opts.opt_level, 3),
-        )
+        own = self.options(opts)
+        md.assembler = own.assembler
+        if own.assembler == "nvjitlink":
+            md.nvjitlink_version = nvjitlink.version()
+            cubin, log = nvjitlink.assemble(
+                src, ctx.target.arch, own.ptxas_options, min(opts.opt_level, 3)
+            )
+        else:
+            ptxas = self.ptxas(ctx.settings)
+            assert ptxas is not None
+            md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
+            cubin, log = assemble(
+                ptxas.path, src, ctx.target.arch, own.ptxas_options, min(opts.opt_level, 3)
+            )
         md.ptxas_log = log
         res: Resources | None = parse_verbose(log).get(md.name)
         if res is not None:
@@ -219,17 +275,28 @@ class CudaBackend(Backend):
         return toolchain.ptxas_info(path, toolchain.memo_dir(settings))
 
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
-        ptxas = self.ptxas(settings) if self.options(options).use_ptxas else None
-        try:
-            libdevice: str | None = toolchain.file_sha256(
-                toolchain.find_libdevice(settings), toolchain.memo_dir(settings)
-            )
-        except Exception:
-            libdevice = None
+        own = self.options(options)
+        tools = toolchain.identity(settings)
+        nvjitlink_version = None
+        if own.use_ptxas and own.assembler == "nvjitlink":
+            nvjitlink_version = nvjitlink.version()  # raises, saying what to install, if absent
         return {
-            "ptxas": [str(ptxas.path), ptxas.version] if ptxas else None,
-            "libdevice": libdevice,
+            "ptxas": tools["ptxas"] if own.use_ptxas and own.assembler == "ptxas" else None,
+            "nvjitlink": nvjitlink_version,
+            "libdevice": tools["libdevice"],
         }
+
+    def tool_watch(
+        self, target: Target, options: CompileOptions, settings: Settings
+    ) -> list[list[Any]] | None:
+        own = self.options(options)
+        if own.use_ptxas and own.assembler == "nvjitlink":
+            return None  # nvJitLink's library is not watched: its version is asked again
+        record = toolchain.identity(settings)
+        if record["ptxas"] is None or record["libdevice"] is None:
+            return None  # a tool may yet appear in the nvidia-* wheels, which are not watched
+        watch: list[list[Any]] = record["watch"]
+        return watch
 
     def derived_stages(self, kernel: CompiledKernel) -> dict[str, Callable[[], Any]]:
         if "cubin" not in kernel.asm:

@@ -80,6 +80,11 @@ def current_context(device: int = 0) -> Any:
     return ctx
 
 
+def current_device() -> int:
+    """The ordinal of the current context's device (a context must be current)."""
+    return int(check("cuCtxGetDevice", cuda().cuCtxGetDevice()))
+
+
 def load_module(image: bytes, is_ptx: bool) -> Any:
     """cuModuleLoadData on a cubin, or on PTX (the driver JIT) when no ptxas was found."""
     drv = cuda()

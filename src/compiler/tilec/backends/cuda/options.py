@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from ...errors import TargetError
 from ...kernel import Metadata
 
+ASSEMBLERS = ("ptxas", "nvjitlink")
+
 
 @dataclass(frozen=True)
 class CudaOptions:
@@ -16,7 +18,10 @@ class CudaOptions:
     ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
     ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
     ptxas_options: tuple[str, ...] = ()
-    use_ptxas: bool = True  # False: leave cubin empty and let the driver JIT the PTX
+    use_ptxas: bool = True  # False: no cubin at all (either assembler); the driver JITs the PTX
+    # PTX -> cubin: "ptxas" (the process; the default) or "nvjitlink" (in this process, through
+    # cuda-bindings; not the default until its SASS is shown to match, see nvjitlink.py).
+    assembler: str = "ptxas"
 
     def validate(self) -> None:
         """Types and ranges; whether this LLVM knows `ptx_version` is checked with the target."""
@@ -27,6 +32,11 @@ class CudaOptions:
         for name in ("ftz", "use_ptxas"):
             if not isinstance(getattr(self, name), bool):
                 raise TargetError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.assembler not in ASSEMBLERS:
+            raise TargetError(
+                f"assembler must be one of {', '.join(map(repr, ASSEMBLERS))}, "
+                f"got {self.assembler!r}"
+            )
         if not isinstance(self.ptxas_options, tuple) or not all(
             isinstance(o, str) for o in self.ptxas_options
         ):
@@ -48,6 +58,8 @@ class CudaMetadata(Metadata):
     libdevice_linked: tuple[str, ...] = ()
     ptxas: str | None = None
     ptxas_version: str | None = None
+    assembler: str = "ptxas"
+    nvjitlink_version: str | None = None
     ptxas_log: str = ""
     registers: int | None = None
     shared_bytes: int | None = None

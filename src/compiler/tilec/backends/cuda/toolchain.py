@@ -15,7 +15,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ...cache import file_state, unchanged
 from ...errors import ToolNotFoundError
 from ...settings import Settings
 
@@ -222,3 +224,103 @@ def file_sha256(path: Path, memo: Path | None = None) -> str:
     """sha256 of a file, remembered while its mtime and size stay the same (on disk too,
     with `memo`)."""
     return _file_memo("sha256", path, memo, functools.partial(_sha256, path))
+
+
+# -- the tools' identity, for cache keys -------------------------------------------------
+# A fresh process that hits the cache must not run `ptxas --version`, hash libdevice or
+# search PATH and the CUDA homes again: the answer is remembered in one small file per
+# search inputs, and trusted while nothing it depends on changed. That is: the two files
+# found (path, mtime, size) and the directories the search looked in (mtime: a tool put
+# into one of them changes it). An answer with a tool missing is not written down, since
+# then the nvidia-* wheels in site-packages, which are not watched, would also count.
+
+_IDENTITY: dict[Settings, dict[str, Any]] = {}  # loaded records, per Settings
+
+
+def _before(dirs: list[Path], found: Path | None) -> list[Path]:
+    """The directories searched before the one `found` is in: a tool put into one of them
+    would be found instead (all of them when nothing was found)."""
+    if found is None:
+        return dirs
+    out: list[Path] = []
+    for d in dirs:
+        if d == found.parent:
+            break
+        out.append(d)
+    return out
+
+
+def _watched_dirs(settings: Settings, ptxas: Path | None, libdevice: Path | None) -> list[str]:
+    """find_ptxas's and find_libdevice's search directories, in their order, up to what they
+    found (an explicit TILEC_PTXAS / TILEC_LIBDEVICE searches nothing)."""
+    dirs: list[Path] = []
+    if settings.ptxas is None:
+        ptxas_dirs = [settings.cuda_home / "bin"] if settings.cuda_home is not None else []
+        ptxas_dirs += [Path(d) for d in settings.path.split(os.pathsep) if d]
+        ptxas_dirs += [h / "bin" for h in _cuda_homes(settings)]
+        dirs += _before(ptxas_dirs, ptxas)
+    if settings.libdevice is None:
+        lib_dirs = [h / "nvvm" / "libdevice" for h in _cuda_homes(settings)]
+        if ptxas is not None:
+            lib_dirs.append(ptxas.parent.parent / "nvvm" / "libdevice")
+        dirs += _before(lib_dirs, libdevice)
+    return list(dict.fromkeys(str(d) for d in dirs))
+
+
+def _compute_identity(settings: Settings, memo: Path | None) -> dict[str, Any]:
+    ptxas_path = find_ptxas(settings)
+    ptxas = ptxas_info(ptxas_path, memo) if ptxas_path is not None else None
+    try:
+        libdevice_path: Path | None = find_libdevice(settings)
+    except ToolNotFoundError:
+        libdevice_path = None
+    libdevice = file_sha256(libdevice_path, memo) if libdevice_path is not None else None
+    watch = [str(p) for p in (settings.ptxas, settings.libdevice, ptxas_path, libdevice_path) if p]
+    watch += _watched_dirs(settings, ptxas_path, libdevice_path)
+    return {
+        "format": 1,
+        "ptxas": [str(ptxas.path), ptxas.version] if ptxas is not None else None,
+        "libdevice": libdevice,
+        "libdevice_path": str(libdevice_path) if libdevice_path is not None else None,
+        "watch": [[w, file_state(w)] for w in dict.fromkeys(watch)],
+    }
+
+
+def identity(settings: Settings) -> dict[str, Any]:
+    """{"ptxas": [path, version] or None, "libdevice": sha256 or None, ...}: what the cuda
+    backend's cache keys hold of its tools. Remembered in `<cache>/tools/cuda-<digest>.json`
+    (see above), so that a cache hit spawns no process and reads one small file."""
+    record = _IDENTITY.get(settings)
+    if record is not None and unchanged(record["watch"]):
+        return record
+    memo = memo_dir(settings)
+    inputs = [str(settings.ptxas), str(settings.libdevice), str(settings.cuda_home), settings.path]
+    entry = None
+    if memo is not None:
+        digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]
+        entry = memo / f"cuda-{digest}.json"
+        try:
+            loaded = json.loads(entry.read_bytes())
+            same = loaded.get("format") == 1 and loaded.get("inputs") == inputs
+            if same and unchanged(loaded["watch"]):
+                _IDENTITY[settings] = loaded
+                return loaded  # type: ignore[no-any-return]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+    record = {**_compute_identity(settings, memo), "inputs": inputs}
+    if record["ptxas"] is None or record["libdevice"] is None:
+        return record  # searched again next time, as a tool may be installed meanwhile
+    _IDENTITY[settings] = record
+    if entry is not None:
+        with contextlib.suppress(OSError):
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(record, f)
+                os.replace(tmp, entry)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+    return record

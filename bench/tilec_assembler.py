@@ -148,20 +148,7 @@ def nvjitlink_with(ptx: str, arch: str, variant: list[str]) -> tuple[bytes, str]
             opts = [o for o in opts if o != v[len("drop:") :]]
         else:
             opts.append(v)
-    nj = nvjitlink.module()
-    data = ptx.encode()
-    handle = nj.create(len(opts), opts)
-    try:
-        try:
-            nj.add_data(handle, nj.InputType.PTX, data, len(data), "bench.ptx")
-            nj.complete(handle)
-        except Exception as exc:
-            raise RuntimeError(f"nvJitLink {opts}: {exc}: {nvjitlink._log(nj, handle, 'error')}") from exc
-        cubin = bytearray(nj.get_linked_cubin_size(handle))
-        nj.get_linked_cubin(handle, cubin)
-        return bytes(cubin), nvjitlink._log(nj, handle, "info")
-    finally:
-        nj.destroy(handle)
+    return nvjitlink.assemble(ptx, arch, opts=opts)
 
 
 def median_time(fn: Callable[[int], Any], reps: int) -> dict[str, Any]:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fake_http import FakeHandler, FakeServer
 from hermetic.oci.layout import MT_INDEX
@@ -22,6 +25,18 @@ class Fake(FakeServer):
         self.manifests: dict[str, tuple[str, bytes]] = {}  # reference -> (media type, body)
         self.paths: list[str] = []
 
+
+
+@contextmanager
+def serving(api: bool) -> Iterator[Fake]:
+    """A Fake registry answering on a thread for the duration of the block."""
+    server = Fake(api=api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class _Handler(FakeHandler):

@@ -8,13 +8,12 @@ the registry answers OCI-Subject, and discovery must use /referrers/.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fake_registry import Fake
+from fake_registry import Fake, serving
 from hermetic import attest, provenance, record, sbom
 from hermetic.errors import VerifyError
 from hermetic.oci import referrers
@@ -29,12 +28,8 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture(params=[True, False], ids=["referrers-api", "tag-schema"])
 def fake(request: pytest.FixtureRequest) -> Iterator[Fake]:
-    server = Fake(api=request.param)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(request.param) as server:
+        yield server
 
 
 def test_push_and_pull_attestations(fake: Fake, tmp_path: Path) -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fake_registry import Fake
+from fake_registry import Fake, serving
 from helpers import ROOT, hermetic
 from hermetic import attest, plan, provenance, record, substitute
 from hermetic.errors import UsageError
@@ -219,12 +218,8 @@ def test_other_inputs_another_image_or_a_host_build_are_named(tmp_path: Path) ->
 
 @pytest.fixture(params=[True, False], ids=["referrers-api", "tag-schema"])
 def fake(request: pytest.FixtureRequest) -> Iterator[Fake]:
-    server = Fake(api=request.param)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(request.param) as server:
+        yield server
 
 
 def _publish(fake: Fake, layout_path: Path) -> str:

@@ -64,11 +64,18 @@ def _log(nj: ModuleType, handle: int, kind: str) -> str:
 
 
 def assemble(
-    ptx: str, arch: str, ptxas_options: tuple[str, ...] = (), opt_level: int = 3
+    ptx: str,
+    arch: str,
+    ptxas_options: tuple[str, ...] = (),
+    opt_level: int = 3,
+    opts: list[str] | None = None,
 ) -> tuple[bytes, str]:
-    """(cubin, info log); a failure raises ToolError with nvJitLink's error log."""
+    """(cubin, info log); a failure raises ToolError with nvJitLink's error log.
+
+    `opts` replaces the option list `options()` would make (the assembler bench tries variants).
+    """
     nj = module()
-    opts = options(arch, ptxas_options, opt_level)
+    opts = options(arch, ptxas_options, opt_level) if opts is None else opts
     data = ptx.encode()
     handle = nj.create(len(opts), opts)
     try:

@@ -74,10 +74,6 @@ def arm64_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache
     given = os.environ.get("HERMETIC_TEST_ARM64_SUPPORT")
     if given:
         return Path(given)
-    if os.environ.get("HERMETIC_TEST_CROSS") != "1":
-        # Measured at 2.1-2.4x the CPU of the native zig build: about 20 minutes more on CI's 2 cores,
-        # over its 45-minute budget with the rest. Opt in until CI has the time (issue 12).
-        pytest.skip("the arm64 cross build is opt-in: HERMETIC_TEST_CROSS=1 (or HERMETIC_TEST_ARM64_SUPPORT=RECORD)")
     work = tmp_path_factory.mktemp("arm64-support")
     hermetic(
         "build", "llvm", "--variant", "support", "--toolchain", "zig", "--arch", "arm64", "--work-dir", str(work),

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.native
 
 # A C++ extension with LLVM linked in statically needs the C++ runtime and libc
 # from the system, and nothing else beyond the toolchain's support libraries.
-REQUIRED = {"libstdc++.so.6", "libc.so.6"}
+REQUIRED = {"libc.so.6"}
 SUPPORT = {"libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1"}
 # Never: a shared LLVM, Python (the interpreter provides it), the CUDA driver or
 # toolkit libraries (compiling needs no GPU), or LLVM's optional host deps.
@@ -37,7 +37,11 @@ def test_needed_only_system_libraries(tilec: ModuleType) -> None:
     ).stdout
     needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
     assert REQUIRED <= needed, f"missing {sorted(REQUIRED - needed)} in NEEDED: {sorted(needed)}"
-    allowed = REQUIRED | SUPPORT
+    # The C++ runtime: the machine's libstdc++ (a build with the host compiler), or no shared one at
+    # all where it is linked in statically (zig's libc++, the manylinux wheel); never a shared libc++.
+    cxx = needed & {"libstdc++.so.6", "libc++.so.1", "libc++abi.so.1"}
+    assert cxx in (set(), {"libstdc++.so.6"}), f"C++ runtime in NEEDED: {sorted(needed)}"
+    allowed = REQUIRED | SUPPORT | {"libstdc++.so.6"}
     # Debian's llvm-19-dev links compression into LLVMSupport; our own slim
     # variants are built without it, and then these must not appear.
     if _llvm_config_flag("LLVM_ENABLE_ZLIB"):

@@ -188,18 +188,24 @@ def _file_memo_disk(key: tuple[str, str, int, int, Path | None], compute: Callab
     except (OSError, ValueError):
         pass
     value = compute()
+    _remember(entry, {"id": ident, "v": value})
+    return value
+
+
+def _remember(entry: Path, data: object) -> None:
+    """Write a memo file whole or not at all (a temp file moved into place); a memo that cannot be
+    written is only a slower next run, so OSError is not an error here."""
     with contextlib.suppress(OSError):
-        memo.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=memo, prefix=f".{entry.name}.", suffix=".tmp")
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"id": ident, "v": value}, f)
+                json.dump(data, f)
             os.replace(tmp, entry)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    return value
 
 
 def _ptxas_version(path: Path) -> str:
@@ -312,15 +318,5 @@ def identity(settings: Settings) -> dict[str, Any]:
         return record  # searched again next time, as a tool may be installed meanwhile
     _IDENTITY[settings] = record
     if entry is not None:
-        with contextlib.suppress(OSError):
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(record, f)
-                os.replace(tmp, entry)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        _remember(entry, record)
     return record

@@ -47,16 +47,20 @@ def ptxas_path() -> Path:
 
 
 @pytest.fixture
-def settings(tilec: ModuleType, tmp_path: Path, ptxas_path: Path) -> object:
+def settings_env(tmp_path: Path, ptxas_path: Path) -> dict[str, str]:
+    """The environment `settings` is made from: a private cache dir and the real ptxas."""
+    return {
+        "TILEC_CACHE_DIR": str(tmp_path / "cache"),
+        "TILEC_PTXAS": str(ptxas_path),
+        "CUDA_HOME": str(ptxas_path.parent.parent),
+        "PATH": "",
+    }
+
+
+@pytest.fixture
+def settings(tilec: ModuleType, settings_env: dict[str, str]) -> object:
     """Settings with a private cache dir and the real ptxas."""
-    return tilec.Settings.from_env(
-        {
-            "TILEC_CACHE_DIR": str(tmp_path / "cache"),
-            "TILEC_PTXAS": str(ptxas_path),
-            "CUDA_HOME": str(ptxas_path.parent.parent),
-            "PATH": "",
-        }
-    )
+    return tilec.Settings.from_env(settings_env)
 
 
 @pytest.fixture(scope="session")

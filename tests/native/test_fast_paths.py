@@ -37,7 +37,9 @@ entry:
 """
 
 
-def test_lazy_libdevice_links_only_what_is_called(tilec: ModuleType, settings: Any) -> None:
+def test_lazy_libdevice_links_only_what_is_called(
+    tilec: ModuleType, settings: Any, settings_env: dict[str, str]
+) -> None:
     k = tilec.compile(EXPSIN_IR, target="sm_90", settings=settings)
     md = k.metadata
     assert md.libdevice_linked == ("__nv_expf", "__nv_sinf")
@@ -49,7 +51,7 @@ def test_lazy_libdevice_links_only_what_is_called(tilec: ModuleType, settings: A
     again = tilec.compile(
         EXPSIN_IR,
         target="sm_90",
-        settings=tilec.Settings.from_env({**_env(settings), "TILEC_CACHE": "0"}),
+        settings=tilec.Settings.from_env({**settings_env, "TILEC_CACHE": "0"}),
     )
     assert again.cache_status == "disabled"
     assert again.asm["ptx"] == k.asm["ptx"]
@@ -59,14 +61,6 @@ def test_build_info_matches_the_core(tilec: ModuleType) -> None:
     assert (Path(tilec.__file__).parent / "_build_info.py").is_file()
     assert tilec.native.built_llvm_version() == tilec.native.llvm_version()
 
-
-def _env(settings: Any) -> dict[str, str]:
-    return {
-        "TILEC_CACHE_DIR": str(settings.cache_dir),
-        "TILEC_PTXAS": str(settings.ptxas),
-        "CUDA_HOME": str(settings.cuda_home),
-        "PATH": "",
-    }
 
 
 HIT = """
@@ -84,11 +78,11 @@ HIT = """
 
 
 def test_fresh_process_hit_needs_no_plugins_ptxas_or_core(
-    tilec: ModuleType, kernels: ModuleType, settings: Any
+    tilec: ModuleType, kernels: ModuleType, settings: Any, settings_env: dict[str, str]
 ) -> None:
     first = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
     assert first.cache_status == "miss"
-    env = {**os.environ, **_env(settings)}
+    env = {**os.environ, **settings_env}
     env["PYTHONPATH"] = str(Path(tilec.__file__).resolve().parent.parent)
     for _ in range(2):  # the second finds the ptxas version and libdevice digest remembered
         proc = subprocess.run(

@@ -271,8 +271,10 @@ def test_kernel_launch_uses_the_native_path(tilec: ModuleType, kernels: ModuleTy
         k[4, 32](FakeTensor(0x2000), FakeTensor(0x3000), 1.0, 4)
 
 
-def test_python_launch_path_refuses_host_tensors(tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: Any) -> None:
-    py = tilec.Settings.from_env({**_env(settings), "TILEC_NATIVE_LAUNCH": "0"})
+def test_python_launch_path_refuses_host_tensors(
+    tilec: ModuleType, kernels: ModuleType, settings_env: dict[str, str], monkeypatch: Any
+) -> None:
+    py = tilec.Settings.from_env({**settings_env, "TILEC_NATIVE_LAUNCH": "0"})
     k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=py)
     assert k.native_launcher() is None
     assert type(k[4, 32]).__name__ == "_Launcher"
@@ -285,14 +287,6 @@ def test_python_launch_path_refuses_host_tensors(tilec: ModuleType, kernels: Mod
     with pytest.raises(tilec.LaunchArgumentError, match=r"argument 1 'y' .*cpu memory"):
         k[4, 32](FakeTensor(0x2000), FakeTensor(0x1000, "cpu"), 1.0, 4)
 
-
-def _env(settings: Any) -> dict[str, str]:
-    return {
-        "TILEC_CACHE_DIR": str(settings.cache_dir),
-        "TILEC_PTXAS": str(settings.ptxas),
-        "CUDA_HOME": str(settings.cuda_home),
-        "PATH": "",
-    }
 
 
 def test_launch_module_does_not_link_libcuda(tilec: ModuleType) -> None:

@@ -32,7 +32,8 @@
 #                 JSON in --out/tilec-bench)                                      (HERMETIC_RUNNER_TILEC_BENCH=1)
 #   --compare-host  the variant again with the host compiler (timed beside the pinned toolchain's
 #                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
-#                 with each wheel (--out/cold-<toolchain>/bench-compile.json)    (HERMETIC_RUNNER_COMPARE_HOST=1)
+#                 with each wheel, the two taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds (4) of
+#                 HERMETIC_RUNNER_COLD_REPS compiles (9) (--out/cold-<toolchain>/round-N)  (HERMETIC_RUNNER_COMPARE_HOST=1)
 #
 # Carrying the zig toolchain: the 101 MB wheel is too big for a device call, its 46 MB slim
 # archive is not. Where the wheel can be fetched, `hermetic toolchain slim --output .zig`
@@ -65,6 +66,8 @@ SUPPORT=${HERMETIC_RUNNER_SUPPORT:-1}
 AGAIN=${HERMETIC_RUNNER_AGAIN:-0}
 TILEC_BENCH=${HERMETIC_RUNNER_TILEC_BENCH:-0}
 COMPARE_HOST=${HERMETIC_RUNNER_COMPARE_HOST:-0}
+COLD_ROUNDS=${HERMETIC_RUNNER_COLD_ROUNDS:-4}
+COLD_REPS=${HERMETIC_RUNNER_COLD_REPS:-9}
 VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
 TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, resolved below
 MIRROR=${HERMETIC_RUNNER_MIRROR:-}
@@ -414,22 +417,32 @@ build_host() {
     ${WHEELHOUSE:+--wheelhouse "$WHEELHOUSE"} || return 1
   cp "$HOST_HW/llvm/$VARIANT/record.json" "$OUT/host-record.json"
 }
-# cold_compile NAME WHEEL_DIR: bench/tilec_compile.py --only cold with that wheel in a private target
-cold_compile() {
-  local site w
+# cold_site NAME WHEEL_DIR: that wheel installed into a private target, for the cold-compile rounds
+cold_site() {
+  local w site="$WORK/cold-$1/site"
   w=$(one_wheel "$2") || return 1
-  site="$WORK/cold-$1/site"
   rm -rf "$site" && mkdir -p "$site" || return 1
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$w" || return 1
-  (cd "$REPO" && env PYTHONPATH="$site" ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/cold-$1/cache" \
-    "$PY" bench/tilec_compile.py --only cold --out "$OUT/cold-$1")
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$w"
 }
+# cold_compile NAME ROUND: bench/tilec_compile.py --only cold with NAME's wheel (--out/cold-NAME/round-ROUND)
+cold_compile() {
+  (cd "$REPO" && env PYTHONPATH="$WORK/cold-$1/site" ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/cold-$1/cache" \
+    "$PY" bench/tilec_compile.py --only cold --reps "$COLD_REPS" --out "$OUT/cold-$1/round-$2")
+}
+# The two wheels take turns (pinned, host; then host, pinned; ...), so that a slow stretch of the
+# machine falls on both: one wheel after the other gave ratios from 0.78 to 1.10 on three kernels.
 compare_host() {
-  local host_prefix
+  local host_prefix pinned=${TOOLCHAIN:-default} r
   host_prefix=$("$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1])); print(os.path.join(r["install_root"], r["prefix"].lstrip("/")))' "$OUT/host-record.json") || return 1
   wheel_into "$WORK/dist-host" "$HOST_HW" "$host_prefix" --toolchain host || return 1
-  cold_compile "${TOOLCHAIN:-default}" "$DIST" || return 1
-  cold_compile host "$WORK/dist-host"
+  cold_site "$pinned" "$DIST" && cold_site host "$WORK/dist-host" || return 1
+  for ((r = 1; r <= COLD_ROUNDS; r++)); do
+    if ((r % 2)); then
+      cold_compile "$pinned" "$r" && cold_compile host "$r" || return 1
+    else
+      cold_compile host "$r" && cold_compile "$pinned" "$r" || return 1
+    fi
+  done
 }
 if ((COMPARE_HOST)); then
   if step build-host build_host; then

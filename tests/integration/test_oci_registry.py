@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import http.server
 import json
@@ -78,6 +79,39 @@ def run(*argv: str) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+@contextlib.contextmanager
+def buildah_store(base: Path) -> Iterator[list[str]]:
+    """buildah's options for a store of the test's own under base (vfs, as root); emptied afterwards."""
+    if shutil.which("buildah") is None:
+        pytest.fail("buildah is missing: install Debian's buildah package (.ci/run does)")
+    store = ["--root", str(base / "storage"), "--runroot", str(base / "run"), "--storage-driver", "vfs"]
+    try:
+        yield store
+    finally:
+        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
+        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
+
+
+def buildah_mount(store: list[str], image: str) -> Path:
+    """The root filesystem of a working container of image, mounted."""
+    ctr = run("buildah", *store, "from", image).strip()
+    return Path(run("buildah", *store, "mount", ctr).strip())
+
+
+def buildah_copy_from(store: list[str], ref: str, prefix: str, ctx: Path, tag: str, *bud: str) -> Path:
+    """`buildah bud` (with the extra options bud) of a FROM scratch image that takes prefix from the registry
+    image ref, in the same COPY --from=${LLVM_IMAGE} form as containers/wheel.Containerfile; the result, mounted."""
+    ctx.mkdir(parents=True)
+    (ctx / "Containerfile").write_text(
+        f"ARG LLVM_IMAGE\nFROM scratch\nARG LLVM_IMAGE\nCOPY --from=${{LLVM_IMAGE}} {prefix} {prefix}\n"
+    )
+    run(
+        "buildah", *store, "bud", "--isolation", "chroot", "--tls-verify=false", *bud,
+        "--build-arg", f"LLVM_IMAGE={ref}", "-t", tag, "-f", str(ctx / "Containerfile"), str(ctx),
+    )  # fmt: skip
+    return buildah_mount(store, tag)
 
 
 def all_blobs_present(reg: Registry, repo: str, tag: str) -> bool:
@@ -163,43 +197,12 @@ def test_cli_pull_unpack_and_verify_tree(
         args.func(args, settings)
 
 
-def test_buildah_copy_from_registry_image(
-    registry: Registry, image: Path, record: BuildRecord, tmp_path: Path
-) -> None:
-    if shutil.which("buildah") is None:
-        pytest.fail("buildah is missing: install Debian's buildah package (.ci/run does)")
+def test_buildah_copy_from_registry_image(registry: Registry, image: Path, record: BuildRecord, tmp_path: Path) -> None:
     ref = f"{registry.host}/llvm-support-19.1.7:buildah"
     push_layout(client_for(registry), Layout(image), parse_reference(ref))
-    prefix = "/" + prefix_of(record)
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    # the same COPY --from=${LLVM_IMAGE} form as containers/wheel.Containerfile
-    (ctx / "Containerfile").write_text(
-        f"ARG LLVM_IMAGE\nFROM scratch\nARG LLVM_IMAGE\nCOPY --from=${{LLVM_IMAGE}} {prefix} {prefix}\n"
-    )
-    store = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"), "--storage-driver", "vfs"]
-    try:
-        run(
-            "buildah",
-            *store,
-            "bud",
-            "--isolation",
-            "chroot",
-            "--tls-verify=false",
-            "--build-arg",
-            f"LLVM_IMAGE={ref}",
-            "-t",
-            "localhost/consumer",
-            "-f",
-            str(ctx / "Containerfile"),
-            str(ctx),
-        )
-        ctr = run("buildah", *store, "from", "localhost/consumer").strip()
-        mnt = Path(run("buildah", *store, "mount", ctr).strip())
+    with buildah_store(tmp_path) as store:
+        mnt = buildah_copy_from(store, ref, "/" + prefix_of(record), tmp_path / "ctx", "localhost/consumer")
         assert tree_digest_of(mnt, record) == record.tree.digest
-    finally:
-        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
-        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
 
 
 class KillDuringUpload(Progress):
@@ -349,28 +352,12 @@ def test_llvm_containerfile_copies_the_same_tree(
 ) -> None:
     """containers/llvm.Containerfile gives the same tree, but (as it documents) not our digest."""
     root = Path(__file__).resolve().parents[2]
-    store = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"), "--storage-driver", "vfs"]
-    try:
+    with buildah_store(tmp_path) as store:
         run(
-            "buildah",
-            *store,
-            "bud",
-            "--isolation",
-            "chroot",
-            "--build-arg",
-            f"VARIANT={record.variant}",
-            "-t",
-            "localhost/llvm",
-            "-f",
-            str(root / "containers/llvm.Containerfile"),
-            str(record.install_root),
-        )
-        ctr = run("buildah", *store, "from", "localhost/llvm").strip()
-        mnt = Path(run("buildah", *store, "mount", ctr).strip())
-        assert tree_digest_of(mnt, record) == record.tree.digest
+            "buildah", *store, "bud", "--isolation", "chroot", "--build-arg", f"VARIANT={record.variant}",
+            "-t", "localhost/llvm", "-f", str(root / "containers/llvm.Containerfile"), str(record.install_root),
+        )  # fmt: skip
+        assert tree_digest_of(buildah_mount(store, "localhost/llvm"), record) == record.tree.digest
         out = tmp_path / "oci"
         run("buildah", *store, "push", "localhost/llvm", f"oci:{out}:llvm")
         assert Layout(out).index()[0].digest != Layout(image).index()[0].digest
-    finally:
-        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
-        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)

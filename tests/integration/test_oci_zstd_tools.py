@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_oci_registry import prefix_of, run, tree_digest_of
+from test_oci_registry import buildah_copy_from, buildah_store, prefix_of, run, tree_digest_of
 
 from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD
 from hermetic.oci.layout import Descriptor, ImageResult, Layout, spec_from_record, write_image
@@ -130,28 +130,11 @@ def test_skopeo_reads_the_zstd_image(registry: Registry, zstd_image: ImageResult
 def test_buildah_copies_from_the_zstd_image(
     registry: Registry, zstd_image: ImageResult, record: BuildRecord, tmp_path: Path
 ) -> None:
-    need("buildah")
     ref = f"{registry.host}/zstd/llvm:buildah"
     push(registry, zstd_image, ref)
-    prefix = "/" + prefix_of(record)
-    ctx = tmp_path / "ctx"
-    ctx.mkdir()
-    (ctx / "Containerfile").write_text(
-        f"ARG LLVM_IMAGE\nFROM scratch\nARG LLVM_IMAGE\nCOPY --from=${{LLVM_IMAGE}} {prefix} {prefix}\n"
-    )
-    store = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"), "--storage-driver", "vfs"]
-    try:
-        run(
-            "buildah", *store, "bud", "--isolation", "chroot", "--tls-verify=false",
-            "--build-arg", f"LLVM_IMAGE={ref}", "-t", "localhost/zstd-consumer", "-f", str(ctx / "Containerfile"),
-            str(ctx),
-        )  # fmt: skip
-        ctr = run("buildah", *store, "from", "localhost/zstd-consumer").strip()
-        mnt = Path(run("buildah", *store, "mount", ctr).strip())
+    with buildah_store(tmp_path) as store:
+        mnt = buildah_copy_from(store, ref, "/" + prefix_of(record), tmp_path / "ctx", "localhost/zstd-consumer")
         assert tree_digest_of(mnt, record) == record.tree.digest
-    finally:
-        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
-        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
 
 
 def test_umoci_of_debian_12_refuses_zstd_and_reads_gzip(

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build(work: Path, common: list[str], env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+    work.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
     proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=work.parent, env=env, capture_output=True, text=True)
@@ -71,8 +72,6 @@ def main() -> None:
         url = f"file://{base / 'shared'}"
     common = ["--variant", args.variant, "--toolchain", args.toolchain, "--jobs", str(args.jobs), "--quiet"]
     try:
-        for d in ("a", "b", "plain"):
-            (base / d).mkdir()
         baseline = build(base / "plain" / "work", common, env, ["--no-compile-cache"]) if args.baseline else None
         cold = build(base / "a" / "work", common, env, ["--compile-cache", url])
         warm = [build(base / "b" / f"run{i}" / "work", common, env, ["--compile-cache", url]) for i in range(args.runs)]

@@ -7,6 +7,7 @@ two builds in different directories share nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import buildtools, record, sandbox, toolchain
+from . import buildtools, compile_cache, record, sandbox, toolchain
 from .digests import file_sha256
 from .errors import BuildError, EnvironmentError_, disk_full
 from .log import Log
@@ -270,6 +271,10 @@ def _build_into(
         f"-c=tools.build:jobs={settings.jobs}",
         f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
     ]
+    cache_use = None
+    if settings.compile_cache:
+        launcher, cache_use = _use_compile_cache(settings.compile_cache, tc, new, env, offline, log)
+        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(launcher)}")
     if prepared.build_profile is not None:
         profiles = [f"-pr:h={profile}", f"-pr:b={prepared.build_profile}"]
     else:
@@ -294,6 +299,9 @@ def _build_into(
         [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],
         what="find the built package", env=env, cwd=new, log_path=None, quiet=True,
     )
+    if cache_use is not None:
+        stats = sandbox.run(["ccache", "--print-stats"], what="read ccache's statistics", env=env, cwd=new, quiet=True)
+        cache_use = dataclasses.replace(cache_use, stats=compile_cache.parse_stats(stats))
     pkg_ids = _package_ids(listing, recipe.version)
     if len(pkg_ids) != 1:
         raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
@@ -337,6 +345,7 @@ def _build_into(
         toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
         arch=arch,
         substitute_refused=substitute_refused,
+        compile_cache=cache_use,
     )
     record.write_record(new / "record.json", rec)
     if not keep_build:
@@ -346,6 +355,33 @@ def _build_into(
         f"({rec.tree.size / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
     )
     return rec
+
+
+def _use_compile_cache(
+    cache: compile_cache.CompileCache, tc: toolchain.Toolchain, new: Path, env: dict[str, str],
+    offline: sandbox.Offline, log: Log,
+) -> tuple[dict[str, str], record.CompileCacheUse]:
+    """Run the compiles through ccache with `cache` as its remote storage: CMake's compiler launchers, set
+    through Conan's conf, and a ccache.conf of this build's own (env CCACHE_CONFIGPATH; the host's CCACHE_*
+    variables never reach the build). Returns the launcher variables and the record's entry, stats to come.
+    """
+    ccache = compile_cache.find_ccache(cache, env.get("PATH"))
+    answered, seen = compile_cache.probe(cache)
+    log(f"build: compile cache {cache.shown} through {ccache.path} {ccache.version}: "
+        + (f"reachable: {seen}" if answered else f"not answering ({seen}): every compile runs, nothing is cached"))
+    wrappers = ""
+    if tc.kind != "host":
+        # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
+        wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache")).items()))
+    conf = compile_cache.write_config(
+        new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), wrappers),
+        compiler_type="clang" if tc.kind != "host" else None,
+    )
+    env["CCACHE_CONFIGPATH"] = str(conf)
+    # What the build could reach: the cache, and the network only where it ran without isolation.
+    network = "; no network besides (a fresh network namespace)" if offline.enforced else f"; and the network ({offline.reason})"
+    use = record.CompileCacheUse(cache.shown, seen + network, answered, ccache.path, ccache.version, None)
+    return {"CMAKE_C_COMPILER_LAUNCHER": ccache.path, "CMAKE_CXX_COMPILER_LAUNCHER": ccache.path}, use
 
 
 TEST_RUN = "run.json"  # what the test_package's test() writes into HERMETIC_TEST_OUTPUT

@@ -490,6 +490,50 @@ class Tree:
 
 
 @dataclass(frozen=True)
+class CacheStats:
+    """ccache's counters for one build (compile_cache.Stats as recorded)."""
+
+    hits: int
+    misses: int
+    hit_rate: float
+    remote_hits: int
+    remote_misses: int
+    remote_errors: int
+    uncacheable: int
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> CacheStats:
+        return cls(f.integer("hits"), f.integer("misses"), f.number("hit_rate"), f.integer("remote_hits"),
+                   f.integer("remote_misses"), f.integer("remote_errors"), f.integer("uncacheable"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate, "remote_hits": self.remote_hits,
+                "remote_misses": self.remote_misses, "remote_errors": self.remote_errors, "uncacheable": self.uncacheable}
+
+
+@dataclass(frozen=True)
+class CompileCacheUse:
+    """The shared compile cache a build ran its compiles through (--compile-cache): never an input of the tree."""
+
+    url: str  # without a password
+    reachable: str  # what the build could reach of it: a Unix socket, a directory, or a TCP address without isolation
+    answered: bool  # whether it answered before the build started (else every compile ran, counted as remote errors)
+    ccache: str  # the ccache that ran the compiles: path and version
+    ccache_version: str
+    stats: CacheStats | None  # None when ccache's statistics could not be read
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> CompileCacheUse:
+        stats = f.opt_obj("stats")
+        return cls(f.string("url"), f.string("reachable"), f.boolean("answered"), f.string("ccache"),
+                   f.string("ccache_version"), CacheStats.from_json(stats) if stats else None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"url": self.url, "reachable": self.reachable, "answered": self.answered, "ccache": self.ccache,
+                "ccache_version": self.ccache_version, "stats": self.stats.as_json() if self.stats else None}
+
+
+@dataclass(frozen=True)
 class BuildRecord:
     """What `hermetic build llvm` built, from what, how: WORK_DIR/llvm/<variant>/record.json."""
 
@@ -520,6 +564,8 @@ class BuildRecord:
     substituted: str | None = None
     # Why a substitute found for these inputs was not used (this record is then of a build made here).
     substitute_refused: str | None = None
+    # The shared compile cache the compiles ran through (--compile-cache), with its statistics for this build.
+    compile_cache: CompileCacheUse | None = None
 
     @property
     def toolchain_ref(self) -> ToolchainRef:
@@ -538,6 +584,7 @@ class BuildRecord:
         pruned = f.opt_obj("pruned")
         toolchain = f.opt_obj("toolchain")
         toolchain_id = f.opt_obj("toolchain_id")
+        cache = f.opt_obj("compile_cache")
         return cls(
             toolchain_id=ToolchainRef.from_json(toolchain_id) if toolchain_id else None,
             recipe=RecipeRef.from_json(f.obj("recipe")),
@@ -562,6 +609,7 @@ class BuildRecord:
             arch=f.opt_string("arch"),
             substituted=f.opt_string("substituted"),
             substitute_refused=f.opt_string("substitute_refused"),
+            compile_cache=CompileCacheUse.from_json(cache) if cache else None,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -590,9 +638,11 @@ class BuildRecord:
             "tree": self.tree.as_json(),
             "substituted": self.substituted,
             "substitute_refused": self.substitute_refused,
+            "compile_cache": self.compile_cache.as_json() if self.compile_cache else None,
         }
-        # absent from records written before they existed, and from builds that had no substitute
-        for late in ("toolchain", "toolchain_id", "arch", "started", "finished", "substituted", "substitute_refused"):
+        # absent from records written before they existed, and from builds that had no substitute or compile cache
+        for late in ("toolchain", "toolchain_id", "arch", "started", "finished", "substituted", "substitute_refused",
+                     "compile_cache"):
             if out[late] is None:
                 del out[late]
         return out

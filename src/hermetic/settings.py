@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .compile_cache import CompileCache, parse_setting
 from .errors import UsageError
 from .oci.reference import Substitute, parse_substitute
 from .toolchain import PLATFORMS, machine_arch
@@ -61,6 +62,8 @@ class Settings:
     # than one (it builds each and writes one image index). `arch` is the first.
     arches: tuple[str, ...] = ()
     substitutes: tuple[Substitute, ...] = ()  # registries asked for a finished build before building, in order
+    # The shared compile cache the LLVM compiles run through (ccache's remote storage); never an input.
+    compile_cache: CompileCache | None = None
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -102,6 +105,7 @@ _KEYS = {
     "wheelhouse": "WHEELHOUSE",
     "arch": "ARCH",
     "substitutes": "SUBSTITUTES",
+    "compile_cache": "COMPILE_CACHE",
 }
 
 
@@ -178,6 +182,8 @@ def resolve(
         substitutes: tuple[Substitute, ...] = ()
     else:
         substitutes = parse_substitutes(merged.get("substitutes", ()))
+    # --no-compile-cache wins over HERMETIC_COMPILE_CACHE and [tool.hermetic] the same way
+    compile_cache = None if cli.get("no_compile_cache") else parse_setting(merged.get("compile_cache"))
 
     return Settings(
         root=root,
@@ -196,6 +202,7 @@ def resolve(
         arch=arches[0],
         arches=arches,
         substitutes=substitutes,
+        compile_cache=compile_cache,
     )
 
 

@@ -15,7 +15,18 @@ from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
 from ..wheelhouse import fetch_wheelhouse
-from .common import Common, Subparsers, add_command, add_group, add_substitute, out, out_json, overrides, say
+from .common import (
+    Common,
+    Subparsers,
+    add_command,
+    add_compile_cache,
+    add_group,
+    add_substitute,
+    out,
+    out_json,
+    overrides,
+    say,
+)
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -67,6 +78,8 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
              "wall_time_s": result.wall_time_s, "tree_digest": result.tree.digest, "record": str(out_dir / "record.json")}
     # wall_time_s is then the building machine's: say where the tree came from
     shown |= {k: v for k, v in (("substituted", result.substituted), ("substitute_refused", result.substitute_refused)) if v}
+    if result.compile_cache and build.state != plan.DONE:
+        shown["compile_cache"] = result.compile_cache.as_json()
     out_json(shown)
     return 0
 
@@ -136,6 +149,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--keep-build", action="store_true", help="keep the build directory (Conan home) afterwards")
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
     add_substitute(p)
+    add_compile_cache(p)
     p.set_defaults(func=cmd_build_llvm)
 
     p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
@@ -146,5 +160,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
     )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
     add_substitute(p)
+    add_compile_cache(p)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.
     p.set_defaults(func=cmd_all, multi_arch=True)

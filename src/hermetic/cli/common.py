@@ -64,6 +64,18 @@ def add_substitute(parser: argparse.ArgumentParser) -> None:
                    help="build without asking any substitute, whatever HERMETIC_SUBSTITUTES or pyproject say")
 
 
+def add_compile_cache(parser: argparse.ArgumentParser) -> None:
+    """--compile-cache / --no-compile-cache: the commands that build an LLVM tree (`build llvm`, `all`)."""
+    g = parser.add_argument_group("shared compile cache").add_mutually_exclusive_group()
+    g.add_argument(
+        "--compile-cache", dest="compile_cache", default=argparse.SUPPRESS, metavar="URL",
+        help="run the compiles through ccache with this remote storage: redis+unix:/PATH/redis.sock or file:///DIR "
+             "(redis://HOST:PORT only with --offline=off); never changes a digest (HERMETIC_COMPILE_CACHE)",
+    )
+    g.add_argument("--no-compile-cache", dest="no_compile_cache", action="store_true", default=argparse.SUPPRESS,
+                   help="compile without a shared cache, whatever HERMETIC_COMPILE_CACHE or pyproject say")
+
+
 def add_command(
     subparsers: Subparsers, name: str, help: str, parents: Sequence[argparse.ArgumentParser] = ()
 ) -> argparse.ArgumentParser:

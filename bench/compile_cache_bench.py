@@ -1,0 +1,113 @@
+"""Compile cache bench: a cold build through a fresh shared cache, then warm rebuilds in other directories, one run.
+
+    python bench/compile_cache_bench.py [--variant support] [--toolchain host] [--cache redis|file] [--runs 1]
+                                        [--baseline] [--machine TEXT] [--json reports/compile-cache-support.json]
+
+Starts Debian's redis-server on a Unix socket in a temp dir (no TCP port), or uses a temp directory
+(`--cache file`). Build A (a fresh work dir) runs `hermetic build llvm --compile-cache URL` against the
+empty cache; each warm run B (a fresh work dir elsewhere) runs the same command against the filled one.
+`--baseline` also builds once without the cache. Every figure is the wall time of the whole command;
+every tree digest must be the same, and the report keeps each build's compile_cache record entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build(work: Path, common: list[str], env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+    work.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
+    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=work.parent, env=env, capture_output=True, text=True)
+    took = time.monotonic() - started
+    if proc.returncode != 0:
+        sys.exit(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    rec = json.loads((work / "llvm" / common[1] / "record.json").read_text())
+    return {"work_dir": str(work), "wall_s": round(took, 1), "build_wall_time_s": rec["wall_time_s"],
+            "tree_digest": rec["tree"]["digest"], "inputs_digest": rec["inputs_digest"],
+            "compile_cache": rec.get("compile_cache")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variant", default="support")
+    ap.add_argument("--toolchain", default="host")
+    ap.add_argument("--cache", choices=("redis", "file"), default="redis")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--runs", type=int, default=1, help="warm rebuilds to time (each in a new work dir)")
+    ap.add_argument("--baseline", action="store_true", help="also build once without the cache")
+    ap.add_argument("--machine", default="", help="what the machine is, for the report")
+    ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs (printed)")
+    args = ap.parse_args()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_") or k == "HERMETIC_CACHE"}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    base = Path(tempfile.mkdtemp(prefix="hermetic-ccache-bench-"))
+    load_before = os.getloadavg()
+    redis = None
+    if args.cache == "redis":
+        sock = base / "redis" / "redis.sock"
+        sock.parent.mkdir()
+        redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                                  "--save", "", "--appendonly", "no", "--dir", str(sock.parent)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not sock.exists():
+            time.sleep(0.1)
+        url = f"redis+unix:{sock}"
+    else:
+        url = f"file://{base / 'shared'}"
+    common = ["--variant", args.variant, "--toolchain", args.toolchain, "--jobs", str(args.jobs), "--quiet"]
+    try:
+        baseline = build(base / "plain" / "work", common, env, ["--no-compile-cache"]) if args.baseline else None
+        cold = build(base / "a" / "work", common, env, ["--compile-cache", url])
+        warm = [build(base / "b" / f"run{i}" / "work", common, env, ["--compile-cache", url]) for i in range(args.runs)]
+    finally:
+        if redis:
+            redis.kill()
+            redis.wait()
+    digests = {r["tree_digest"] for r in [cold, *warm, *([baseline] if baseline else [])]}
+    if len(digests) != 1:
+        sys.exit(f"tree digests differ: {sorted(digests)}")
+    report = {
+        "what": f"{args.variant} built cold through an empty shared compile cache ({args.cache}), then rebuilt warm in "
+                "another work directory; whole-command wall times, one run",
+        "command": "python bench/compile_cache_bench.py " + " ".join(sys.argv[1:]),
+        "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "variant": args.variant,
+        "toolchain": args.toolchain,
+        "jobs": args.jobs,
+        "cache": args.cache,
+        "tree_digest": digests.pop(),
+        "baseline": baseline,
+        "cold": cold,
+        "warm": warm,
+        "warm_to_cold": [round(w["wall_s"] / cold["wall_s"], 3) for w in warm],
+    }
+    text = json.dumps(report, indent=2) + "\n"
+    print(text)
+    if args.json:
+        args.json.write_text(text)
+    if args.keep:
+        print(f"kept {base}", file=sys.stderr)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The shared compile cache: its URL, the refusals, the settings, the plan, the record entry, ccache's counters.
+
+Real ccache and real Redis with real builds: tests/integration/test_compile_cache.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import ROOT, hermetic
+from hermetic import compile_cache, plan, record, toolchain
+from hermetic.compile_cache import CompileCache, parse
+from hermetic.errors import EnvironmentError_, UsageError, VerifyError
+from hermetic.settings import Settings, resolve
+from schemas.examples import ZIG_ID, fake_llvm_build
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(("text", "scheme", "path"), [
+    ("redis+unix:/run/redis/redis.sock", "redis+unix", "/run/redis/redis.sock"),
+    ("redis+unix:///run/redis/redis.sock", "redis+unix", "/run/redis/redis.sock"),
+    ("file:///srv/ccache", "file", "/srv/ccache"),
+    ("file:///srv/ccache|umask=002", "file", "/srv/ccache"),  # ccache's attributes pass through
+])
+def test_a_local_cache_names_a_socket_or_a_directory(text: str, scheme: str, path: str) -> None:
+    got = parse(text)
+    assert (got.url, got.scheme, got.path, got.local) == (text, scheme, path, True)
+
+
+@pytest.mark.parametrize("text", ["ccache", "/srv/ccache", "s3://bucket/x", "redis+unix:run/redis.sock",
+                                  "file://host/srv/ccache", "file:srv", "file:///srv?x=1", "redis://", "redis://h:port"])
+def test_a_bad_url_is_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError, match="invalid compile cache"):
+        parse(text)
+
+
+def test_a_network_cache_is_refused_inside_the_network_namespace_only() -> None:
+    cache = parse("redis://:secret@cache.example.com:6379")
+    assert not cache.local and cache.address == "cache.example.com:6379"
+    assert cache.shown == "redis://:***@cache.example.com:6379"  # plans and records never show the password
+    for mode in ("auto", "require"):
+        with pytest.raises(UsageError) as err:
+            compile_cache.check_reachable(cache, mode)
+        assert "cannot be reached by the build" in err.value.what and "secret" not in str(err.value)
+        assert "network namespace" in err.value.why and "redis+unix:" in err.value.fix and "--offline=off" in err.value.fix
+    compile_cache.check_reachable(cache, "off")  # no isolation: the record says the build had the network
+    for local in ("redis+unix:/r.sock", "file:///d"):
+        compile_cache.check_reachable(parse(local), "require")
+
+
+def _resolve(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+             table: str = "") -> Settings:
+    root = tmp_path / "proj"
+    shutil.copytree(ROOT / "recipes", root / "recipes")
+    (root / "pyproject.toml").write_text(f"[tool.hermetic]\n{table}\n")
+    return resolve({"root": str(root), **(cli or {})}, env or {}, tmp_path)
+
+
+def test_the_setting_from_each_layer_in_order_of_precedence(tmp_path: Path) -> None:
+    table = 'compile_cache = "file:///srv/ccache"'
+    assert _resolve(tmp_path / "t", table=table).compile_cache == parse("file:///srv/ccache")
+    env = {"HERMETIC_COMPILE_CACHE": "redis+unix:/run/r.sock"}
+    assert _resolve(tmp_path / "e", env=env, table=table).compile_cache == parse("redis+unix:/run/r.sock")
+    cli = {"compile_cache": "file:///x"}
+    assert _resolve(tmp_path / "c", cli=cli, env=env, table=table).compile_cache == parse("file:///x")
+    # --no-compile-cache wins over every layer; an empty variable is no cache
+    assert _resolve(tmp_path / "n", cli={"no_compile_cache": True}, env=env, table=table).compile_cache is None
+    assert _resolve(tmp_path / "z", env={"HERMETIC_COMPILE_CACHE": ""}).compile_cache is None
+    assert _resolve(tmp_path / "d").compile_cache is None
+
+
+def test_refusals_on_the_command_line_are_usage_errors_without_traceback(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    proc = hermetic("build", "llvm", "--variant", "support", "--toolchain", "host", "--work-dir", str(work),
+                    "--compile-cache", "redis://127.0.0.1:6379", check=False)
+    assert proc.returncode == 2 and "cannot be reached by the build" in proc.stderr and "Traceback" not in proc.stderr
+    assert "redis+unix:" in proc.stderr and not work.exists()  # refused before anything ran
+    proc = hermetic("all", "--compile-cache", "s3://x", check=False)
+    assert proc.returncode == 2 and "invalid compile cache" in proc.stderr and "Traceback" not in proc.stderr
+    proc = hermetic("build", "llvm", "--compile-cache", "file:///x", "--no-compile-cache", check=False)
+    assert proc.returncode == 2 and "not allowed with" in proc.stderr
+    proc = hermetic("fetch", "--compile-cache", "file:///x", check=False)
+    assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+
+
+def _settings(tmp_path: Path, **kw: Any) -> Settings:
+    return Settings(root=ROOT, cache_dir=tmp_path / "cache", work_dir=tmp_path / "work", quiet=True,
+                    variant="support", **kw)
+
+
+@pytest.mark.parametrize("tc", ["host", "zig"])
+def test_the_cache_is_no_input_of_any_step(tmp_path: Path, tc: str) -> None:
+    plain = plan.plan_all(_settings(tmp_path, toolchain=tc), lambda m: None)
+    cached = plan.plan_all(_settings(tmp_path, toolchain=tc, compile_cache=parse("redis+unix:/run/r.sock")), lambda m: None)
+    assert [(s.key, s.inputs_digest) for s in cached.steps] == [(s.key, s.inputs_digest) for s in plain.steps]
+    assert "compile cache redis+unix:/run/r.sock (ccache)" in cached.step("build").detail
+    assert "compile cache" not in plain.step("build").detail
+
+
+def _cache_use(**stats: Any) -> record.CompileCacheUse:
+    counts = {"hits": 200, "misses": 2, "hit_rate": 0.9901, "remote_hits": 200, "remote_misses": 2,
+              "remote_errors": 0, "uncacheable": 30} | stats
+    return record.CompileCacheUse("redis+unix:/run/r.sock", "Unix socket /run/r.sock (Redis answered +PONG)", True,
+                                  "/usr/bin/ccache", "4.7.5", record.CacheStats(**counts))
+
+
+def test_the_record_entry_round_trips_and_older_records_load(tmp_path: Path) -> None:
+    path = fake_llvm_build(tmp_path)
+    plain = record.load_build_record(path)
+    assert plain.compile_cache is None and "compile_cache" not in json.loads(path.read_text())
+    rec = record.BuildRecord.from_json(plain.as_json() | {"compile_cache": _cache_use().as_json()})
+    assert rec.compile_cache == _cache_use()
+    assert record.BuildRecord.from_json(rec.as_json()) == rec
+    # the tree and the inputs are what they were: the entry says how the compiles ran, not what was built
+    assert (rec.tree, rec.inputs_digest) == (plain.tree, plain.inputs_digest)
+    data = rec.as_json()
+    data["compile_cache"]["stats"]["hits"] = "200"
+    with pytest.raises(VerifyError) as err:
+        record.BuildRecord.from_json(data, "r.json")
+    assert "compile_cache.stats.hits" in err.value.why
+
+
+PRINT_STATS = """\
+autoconf_test\t1
+called_for_link\t12
+cache_miss\t3
+compile_failed\t2
+direct_cache_hit\t180
+direct_cache_miss\t23
+preprocessed_cache_hit\t20
+preprocessed_cache_miss\t3
+preprocessor_error\t11
+remote_storage_error\t4
+remote_storage_hit\t200
+remote_storage_miss\t3
+remote_storage_read_hit\t400
+remote_storage_timeout\t1
+stats_updated_timestamp\t1795641903
+"""
+
+
+def test_cache_statistics_come_from_print_stats() -> None:
+    got = compile_cache.parse_stats(PRINT_STATS)
+    assert (got.hits, got.misses, got.hit_rate) == (200, 3, round(200 / 203, 4))
+    assert (got.remote_hits, got.remote_misses, got.remote_errors) == (200, 3, 5)
+    assert got.uncacheable == 1 + 12 + 2 + 11  # links, configure checks and failures ccache passed through
+    assert compile_cache.parse_stats("").hit_rate == 0.0
+
+
+def test_the_compiler_is_known_by_the_pinned_toolchain_not_its_path() -> None:
+    zig = toolchain.Toolchain(name="zig", kind="zig", version="0.17.1", sha256="ea" * 32, target="x86_64-linux-gnu.2.28")
+    scripts = toolchain.wrapper_scripts(zig, Path("/zig"), Path("/zig-cache"))
+    check = compile_cache.compiler_check(ZIG_ID, "\n".join(scripts.values()))
+    assert check.startswith("string:") and "/" not in check
+    assert check == compile_cache.compiler_check(dict(ZIG_ID), "\n".join(scripts.values()))
+    assert check != compile_cache.compiler_check(ZIG_ID | {"sha256": "00" * 32}, "\n".join(scripts.values()))
+    assert check != compile_cache.compiler_check(ZIG_ID, "\n".join(scripts.values()) + " -O3")
+    assert compile_cache.compiler_check({"name": "host", "kind": "host"}, "") == "%compiler% -v"
+
+
+def test_the_config_keeps_paths_out_of_the_keys(tmp_path: Path) -> None:
+    conf = compile_cache.write_config(tmp_path / "cc", parse("file:///srv/ccache|umask=002"), tmp_path, "string:ab", "clang")
+    lines = dict(line.split(" = ", 1) for line in conf.read_text().splitlines() if " = " in line)
+    assert lines == {"cache_dir": str(tmp_path / "cc" / "local"), "remote_storage": "file:///srv/ccache|umask=002",
+                     "remote_only": "true", "base_dir": str(tmp_path), "hash_dir": "false",
+                     "compiler_check": "string:ab", "stats": "true", "compiler_type": "clang"}
+
+
+def test_a_missing_or_old_ccache_is_a_clear_error(tmp_path: Path) -> None:
+    cache = parse("redis+unix:/run/r.sock")
+    with pytest.raises(EnvironmentError_) as err:
+        compile_cache.find_ccache(cache, str(tmp_path))
+    assert err.value.what == "ccache is not installed" and "apt-get install ccache" in err.value.fix
+    old = tmp_path / "ccache"
+    old.write_text("#!/bin/sh\necho 'ccache version 4.2.1'\necho 'Features: file-storage redis-storage'\n")
+    old.chmod(0o755)
+    with pytest.raises(EnvironmentError_, match="too old"):
+        compile_cache.find_ccache(cache, str(tmp_path))
+    old.write_text("#!/bin/sh\necho 'ccache version 4.8.3'\necho 'Features: file-storage http-storage'\n")
+    with pytest.raises(EnvironmentError_, match="cannot use redis\\+unix storage"):
+        compile_cache.find_ccache(cache, str(tmp_path))
+    got = compile_cache.find_ccache(parse("file:///d"), str(tmp_path))
+    assert (got.path, got.version) == (str(old), "4.8.3")
+
+
+def test_the_probe_says_what_answered(tmp_path: Path) -> None:
+    assert compile_cache.probe(CompileCache("file:///nope", "file", str(tmp_path / "nope")))[0] is False
+    assert compile_cache.probe(CompileCache(f"file://{tmp_path}", "file", str(tmp_path))) == (True, f"directory {tmp_path}")
+    sock_path = tmp_path / "r.sock"
+    ok, seen = compile_cache.probe(parse(f"redis+unix:{sock_path}"))
+    assert not ok and str(sock_path) in seen
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            conn.sendall(b"+PONG\r\n")
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        assert compile_cache.probe(parse(f"redis+unix:{sock_path}")) == (
+            True, f"Unix socket {sock_path} (Redis answered +PONG)")
+    finally:
+        t.join(5)
+        server.close()

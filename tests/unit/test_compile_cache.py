@@ -1,6 +1,6 @@
 """The shared compile cache: its URL, the refusals, the settings, the plan, the record entry, ccache's counters.
 
-Real ccache and real Redis with real builds: tests/integration/test_compile_cache.py.
+Real ccache and real Redis with real builds: tests/integration/test_compile_cache_ccache.py.
 """
 
 from __future__ import annotations

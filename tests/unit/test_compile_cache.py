@@ -6,7 +6,6 @@ Real ccache and real Redis with real builds: tests/integration/test_compile_cach
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 from pathlib import Path
@@ -14,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from helpers import ROOT, hermetic
+from helpers import ROOT, hermetic, resolve_in_project
 from hermetic import compile_cache, plan, record, toolchain
 from hermetic.compile_cache import CompileCache, parse
 from hermetic.errors import EnvironmentError_, UsageError, VerifyError
-from hermetic.settings import Settings, resolve
+from hermetic.settings import Settings
 from schemas.examples import ZIG_ID, fake_llvm_build
 
 pytestmark = pytest.mark.unit
@@ -56,25 +55,17 @@ def test_a_network_cache_is_refused_inside_the_network_namespace_only() -> None:
         compile_cache.check_reachable(parse(local), "require")
 
 
-def _resolve(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-             table: str = "") -> Settings:
-    root = tmp_path / "proj"
-    shutil.copytree(ROOT / "recipes", root / "recipes")
-    (root / "pyproject.toml").write_text(f"[tool.hermetic]\n{table}\n")
-    return resolve({"root": str(root), **(cli or {})}, env or {}, tmp_path)
-
-
 def test_the_setting_from_each_layer_in_order_of_precedence(tmp_path: Path) -> None:
     table = 'compile_cache = "file:///srv/ccache"'
-    assert _resolve(tmp_path / "t", table=table).compile_cache == parse("file:///srv/ccache")
+    assert resolve_in_project(tmp_path / "t", table=table).compile_cache == parse("file:///srv/ccache")
     env = {"HERMETIC_COMPILE_CACHE": "redis+unix:/run/r.sock"}
-    assert _resolve(tmp_path / "e", env=env, table=table).compile_cache == parse("redis+unix:/run/r.sock")
+    assert resolve_in_project(tmp_path / "e", env=env, table=table).compile_cache == parse("redis+unix:/run/r.sock")
     cli = {"compile_cache": "file:///x"}
-    assert _resolve(tmp_path / "c", cli=cli, env=env, table=table).compile_cache == parse("file:///x")
+    assert resolve_in_project(tmp_path / "c", cli=cli, env=env, table=table).compile_cache == parse("file:///x")
     # --no-compile-cache wins over every layer; an empty variable is no cache
-    assert _resolve(tmp_path / "n", cli={"no_compile_cache": True}, env=env, table=table).compile_cache is None
-    assert _resolve(tmp_path / "z", env={"HERMETIC_COMPILE_CACHE": ""}).compile_cache is None
-    assert _resolve(tmp_path / "d").compile_cache is None
+    assert resolve_in_project(tmp_path / "n", cli={"no_compile_cache": True}, env=env, table=table).compile_cache is None
+    assert resolve_in_project(tmp_path / "z", env={"HERMETIC_COMPILE_CACHE": ""}).compile_cache is None
+    assert resolve_in_project(tmp_path / "d").compile_cache is None
 
 
 def test_refusals_on_the_command_line_are_usage_errors_without_traceback(tmp_path: Path) -> None:

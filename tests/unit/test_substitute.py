@@ -8,7 +8,6 @@ tests/integration/test_substitute_registry.py.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from fake_registry import Fake, serving
-from helpers import ROOT, hermetic
+from helpers import ROOT, hermetic, resolve_in_project
 from hermetic import attest, plan, provenance, record, substitute
 from hermetic.errors import UsageError
 from hermetic.oci import referrers
@@ -24,7 +23,7 @@ from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.reference import Substitute, parse_reference, parse_substitute
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
-from hermetic.settings import Settings, resolve
+from hermetic.settings import Settings
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit
@@ -36,26 +35,18 @@ INPUTS = "cd" * 32  # what fake_llvm_build records
 # -- settings ---------------------------------------------------------------------------------------------
 
 
-def _resolve(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-             table: str = "") -> Settings:
-    root = tmp_path / "proj"
-    shutil.copytree(ROOT / "recipes", root / "recipes")
-    (root / "pyproject.toml").write_text(f"[tool.hermetic]\n{table}\n")
-    return resolve({"root": str(root), **(cli or {})}, env or {}, tmp_path)
-
-
 def test_substitutes_from_each_layer_in_order_of_precedence(tmp_path: Path) -> None:
     table = 'substitutes = ["registry.example.com/llvm-cache"]'
-    assert _resolve(tmp_path, table=table).substitutes == (Substitute("registry.example.com", "llvm-cache"),)
+    assert resolve_in_project(tmp_path, table=table).substitutes == (Substitute("registry.example.com", "llvm-cache"),)
     env = {"HERMETIC_SUBSTITUTES": "a.example.com/x, http://127.0.0.1:5000/y  b.example.com/org/z,a.example.com/x"}
-    got = _resolve(tmp_path / "e", env=env, table=table).substitutes
+    got = resolve_in_project(tmp_path / "e", env=env, table=table).substitutes
     assert got == (Substitute("a.example.com", "x"), Substitute("127.0.0.1:5000", "y", insecure=True),
                    Substitute("b.example.com", "org/z"))
     cli = {"substitutes": ["localhost:5000/c"]}
-    assert _resolve(tmp_path / "c", cli=cli, env=env).substitutes == (Substitute("localhost:5000", "c"),)
+    assert resolve_in_project(tmp_path / "c", cli=cli, env=env).substitutes == (Substitute("localhost:5000", "c"),)
     # --no-substitute wins over every layer
-    assert _resolve(tmp_path / "n", cli={"no_substitute": True}, env=env, table=table).substitutes == ()
-    assert _resolve(tmp_path / "d").substitutes == ()
+    assert resolve_in_project(tmp_path / "n", cli={"no_substitute": True}, env=env, table=table).substitutes == ()
+    assert resolve_in_project(tmp_path / "d").substitutes == ()
 
 
 @pytest.mark.parametrize("text", ["llvm-cache", "registry.example.com/llvm:1", "registry.example.com/llvm@sha256:" + "a" * 64,

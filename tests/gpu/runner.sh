@@ -8,7 +8,7 @@
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
-#                            [--again] [--tilec-bench] [--compare-host]
+#                            [--again] [--tilec-bench] [--compare-host] [--arch ARCH] [--qemu DIR]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -20,6 +20,12 @@
 #                 pure-Python needs that the machine lacks)                       (.whl)
 #   --no-pack     do not tar the install tree (HERMETIC_RUNNER_PACK=0)
 #   --variant     LLVM variant (nvptx; another is only useful to try the runner itself)
+#   --arch        build LLVM for this architecture (amd64, arm64); another than the runner's is
+#                 cross-built, its test_package run under qemu-user, and there is no wheel or gpu
+#                 tier for it (its programs do not run on this GPU's host)      (the runner's)
+#   --qemu        for a cross build on a runner without Debian's qemu-user-static and libc6-*-cross:
+#                 a directory with qemu-ARCH.tar.xz holding bin/qemu-*-static and the cross
+#                 loader/libc tree (tests/gpu/runner/qemu-carry.sh writes it)   (.qemu, if there)
 #   --toolchain   the compiler, a name in toolchain/toolchains.yml: zig or host   (its `default:`)
 #   --mirror      where the pinned toolchain is found: the zig wheel or its slim
 #                 archive (the runner has no network)                             (.zig, if there)
@@ -72,6 +78,9 @@ VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
 TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, resolved below
 MIRROR=${HERMETIC_RUNNER_MIRROR:-}
 [[ -z $MIRROR && -d $REPO/.zig ]] && MIRROR=$REPO/.zig
+ARCH=${HERMETIC_RUNNER_ARCH:-}
+QEMU=${HERMETIC_RUNNER_QEMU:-}
+[[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
 PART_SIZE=15M
 
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -92,6 +101,8 @@ while (($#)); do
     --variant) VARIANT=$2; shift 2 ;;
     --toolchain) TOOLCHAIN=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
+    --arch) ARCH=$2; shift 2 ;;
+    --qemu) QEMU=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
   esac
@@ -223,6 +234,30 @@ if [[ -n $WHEELHOUSE ]] && hermetic build llvm --help 2>/dev/null | grep -q -- -
   BUILD_ARGS+=(--wheelhouse "$WHEELHOUSE")
   fact BUILD_WHEELHOUSE "$WHEELHOUSE"
 fi
+# Another architecture than the runner's: cross-built, its test_package under qemu-user (carried
+# where the machine has none: hermetic looks for qemu-ARCH-static on PATH and the loader under /usr).
+case $(uname -m) in x86_64) HERE_ARCH=amd64 ;; aarch64) HERE_ARCH=arm64 ;; *) HERE_ARCH=$(uname -m) ;; esac
+FOREIGN=0
+if [[ -n $ARCH ]]; then
+  BUILD_ARGS+=(--arch "$ARCH")
+  [[ $ARCH != "$HERE_ARCH" ]] && FOREIGN=1
+fi
+fact ARCH "${ARCH:-$HERE_ARCH}"
+install_qemu() {
+  local tarball
+  tarball=$(ls "$QEMU"/qemu-*.tar.xz 2>/dev/null | head -n 1)
+  [[ -n $tarball ]] || { echo "no qemu-*.tar.xz in $QEMU"; return 1; }
+  rm -rf "$WORK/qemu" && mkdir -p "$WORK/qemu" && tar -C "$WORK/qemu" -xJf "$tarball" || return 1
+  local d
+  for d in "$WORK/qemu"/usr/*-linux-gnu; do
+    # the loader path is fixed (-L /usr/TRIPLE), as Debian's libc6-*-cross installs it
+    [[ -e /usr/$(basename "$d") ]] || cp -a "$d" /usr/ || return 1
+  done
+  echo "qemu from $tarball: $(ls "$WORK/qemu/bin")"
+}
+if ((FOREIGN)) && [[ -n $QEMU ]]; then
+  if step install-qemu install_qemu; then export PATH="$WORK/qemu/bin:$PATH"; fi
+fi
 say "toolchain ${TOOLCHAIN:-(default)}, mirror ${MIRROR:-none}, build args: ${BUILD_ARGS[*]}"
 
 # build_variant NAME: one LLVM variant from the carried archive.
@@ -314,7 +349,9 @@ build_wheel() {
   cp "$w" "$OUT/"
 }
 WHEEL_OK=0
-if ((HAVE_WHEEL_CMD)); then
+if ((FOREIGN)); then
+  skip wheel "an $ARCH tree: its wheel would not run on this $HERE_ARCH machine"
+elif ((HAVE_WHEEL_CMD)); then
   if step wheel build_wheel; then WHEEL_OK=1; else
     tail -n 60 "$HW/wheel/build.log" 2>/dev/null | sed 's/^/  wheel build.log: /' | tee -a "$WORK/logs/wheel.log"
   fi

@@ -1,13 +1,19 @@
-"""The same LLVM variant built with the host compiler and with the pinned zig toolchain, side by side.
+"""The same LLVM variant built two ways on one machine, side by side.
 
-    python3 bench/toolchain_build.py [--variant support] [--source ARCHIVE] [--jobs N] [--out DIR]
+    python3 bench/toolchain_build.py [--compare toolchain|arch] [--variant support] [--source ARCHIVE]
+                                     [--jobs N] [--out DIR]
                                      [hermetic build options, e.g. --mirror DIR --wheelhouse DIR --no-urls]
 
+--compare toolchain (the default): `--toolchain host` against the pinned `--toolchain zig`.
+--compare arch: the pinned toolchain building for this machine (native) against building for the
+other architecture (amd64 <-> arm64: a cross build, with its native tablegen and its test_package
+under qemu-user).
+
 Runs in one go on one machine: zig's one-off build of its runtime (libc++, libc++abi, libunwind,
-compiler_rt, the glibc stubs) into a fresh cache is timed on its own by compiling a small C++
-program first, then `hermetic build llvm` with `--toolchain host` and with `--toolchain zig`, each
-in a fresh work directory sharing that zig cache. Prints and writes `toolchain-build-<variant>.json`:
-wall times, the ratio zig/host, both tree digests and the machine.
+compiler_rt, the glibc stubs) for each target into a fresh cache is timed on its own by compiling a
+small C++ program first, then `hermetic build llvm` each way, each in a fresh work directory sharing
+that zig cache. Prints and writes `toolchain-build-<variant>.json` (or `cross-build-<variant>.json`):
+wall times, the ratio of the second to the first, both tree digests and the machine.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ def _os_name() -> str:
     return platform.platform()
 
 
-def _build(name: str, work: Path, args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
-    argv = [sys.executable, "-m", "hermetic", "build", "llvm", "--variant", args.variant, "--toolchain", name,
+def _build(name: str, how: list[str], work: Path, args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
+    argv = [sys.executable, "-m", "hermetic", "build", "llvm", "--variant", args.variant, *how,
             "--work-dir", str(work), "--jobs", str(args.jobs), "--quiet", *extra]
     if args.source:
         argv += ["--source", args.source]
@@ -51,12 +57,13 @@ def _build(name: str, work: Path, args: argparse.Namespace, extra: list[str]) ->
     if proc.returncode != 0:
         sys.exit(f"bench: the {name} build failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     rec = json.loads((work / "llvm" / args.variant / "record.json").read_text())
-    return {"wall_s": round(wall, 1), "record_wall_s": rec["wall_time_s"], "tree_digest": rec["tree"]["digest"],
-            "cc": rec["toolchain"]["cc"], "toolchain_id": rec.get("toolchain_id", {"name": "host"})}
+    return {"how": how, "wall_s": round(wall, 1), "record_wall_s": rec["wall_time_s"], "tree_digest": rec["tree"]["digest"],
+            "arch": rec.get("arch"), "cc": rec["toolchain"]["cc"], "toolchain_id": rec.get("toolchain_id", {"name": "host"})}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compare", choices=("toolchain", "arch"), default="toolchain")
     ap.add_argument("--variant", default="support")
     ap.add_argument("--source", help="source archive (default: the pruned one from the cache)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -67,38 +74,52 @@ def main() -> int:
     args, extra = ap.parse_known_args()
     extra += [*(["--cache", args.cache] if args.cache else []), *(a for m in args.mirror for a in ("--mirror", m))]
     base = args.base or Path(tempfile.mkdtemp(prefix="hermetic-tcbench-"))
-    zig_cache = base / "zig" / "zig-cache"
 
-    # zig's runtime for the target, into the cache the zig build will find (work_dir/zig-cache)
-    given = {"work_dir": str(base / "zig"), "mirrors": args.mirror or None, "cache_dir": args.cache}
+    here = toolchain.machine_arch()
+    if args.compare == "arch":
+        other = next((a for a in toolchain.PLATFORMS if a != here), None)
+        if other is None:
+            sys.exit(f"bench: no other architecture than {here} to cross-build for")
+        # (label, `hermetic build llvm` arguments, the zig targets it compiles for)
+        ways = [(here, ["--toolchain", "zig", "--arch", here], [here]),
+                (other, ["--toolchain", "zig", "--arch", other], [other, here])]
+    else:
+        ways = [("host", ["--toolchain", "host"], []), ("zig", ["--toolchain", "zig"], [here])]
+
+    # zig's runtime for each target a build compiles for, into the cache that build will find
+    # (its work_dir/zig-cache), so the builds time LLVM alone
+    given = {"work_dir": str(base), "mirrors": args.mirror or None, "cache_dir": args.cache}
     settings = resolve({k: v for k, v in given.items() if v}, os.environ, REPO)
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig")
-    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, "--no-urls" not in extra)
-    prep = toolchain.prepare(tc, zig_root, base / "prime", settings.toolchain_dir, zig_cache)
-    (base / "prime" / "hello.cpp").write_text("#include <string>\n#include <iostream>\nint main(){std::cout<<std::string(\"x\");}\n")
-    t0 = time.monotonic()
-    subprocess.run([prep.env["CXX"], "-O2", str(base / "prime" / "hello.cpp"), "-o", str(base / "prime" / "hello")],
-                   check=True, env=dict(os.environ, **prep.env))
-    prime = round(time.monotonic() - t0, 1)
-    print(f"bench: zig runtime for {tc.target} built in {prime}s", file=sys.stderr)
-
-    host = _build("host", base / "host", args, extra)
-    print(f"bench: host {host['wall_s']}s {host['tree_digest']}", file=sys.stderr)
-    zig = _build("zig", base / "zig", args, extra)
-    print(f"bench: zig {zig['wall_s']}s {zig['tree_digest']}", file=sys.stderr)
+    hello = base / "prime" / "hello.cpp"
+    hello.parent.mkdir(parents=True, exist_ok=True)
+    hello.write_text('#include <string>\n#include <iostream>\nint main(){std::cout<<std::string("x");}\n')
+    prime: dict[str, dict[str, float]] = {}
+    results = {}
+    for label, how, arches in ways:
+        work = base / label
+        for arch in arches:
+            tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig", arch=toolchain.zig_arch(arch))
+            zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, "--no-urls" not in extra)
+            prep = toolchain.prepare(tc, zig_root, base / "prime" / label / arch, settings.toolchain_dir, work / "zig-cache")
+            t0 = time.monotonic()
+            subprocess.run([prep.env["CXX"], "-O2", str(hello), "-o", str(base / "prime" / label / arch / "hello")],
+                           check=True, env=dict(os.environ, **prep.env))
+            prime.setdefault(label, {})[tc.target] = round(time.monotonic() - t0, 1)
+            print(f"bench: zig runtime for {tc.target} built in {prime[label][tc.target]}s", file=sys.stderr)
+        results[label] = _build(label, how, work, args, extra)
+        print(f"bench: {label} {results[label]['wall_s']}s {results[label]['tree_digest']}", file=sys.stderr)
+    (first, _, _), (second, _, _) = ways
     report = {
-        "bench": "toolchain-build",
+        "bench": "cross-build" if args.compare == "arch" else "toolchain-build",
         "variant": args.variant,
         "jobs": args.jobs,
         "machine": {"os": _os_name(), "arch": platform.machine(), "cpus": os.cpu_count()},
         "zig_runtime_prime_s": prime,
-        "host": host,
-        "zig": zig,
-        "ratio_zig_over_host": round(float(zig["wall_s"]) / float(host["wall_s"]), 3),  # type: ignore[arg-type]
-        "ratio_zig_with_prime_over_host": round((float(zig["wall_s"]) + prime) / float(host["wall_s"]), 3),  # type: ignore[arg-type]
+        **results,
+        f"ratio_{second}_over_{first}": round(float(results[second]["wall_s"]) / float(results[first]["wall_s"]), 3),  # type: ignore[arg-type]
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"toolchain-build-{args.variant}.json"
+    out = args.out / f"{report['bench']}-{args.variant}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
     return 0

@@ -31,6 +31,9 @@
 #                 archive (the runner has no network)                             (.zig, if there)
 #   --bench       last, bench/toolchain_build.py: `support` built with host and with zig
 #                 side by side (toolchain-build-support.json in --out)            (HERMETIC_RUNNER_BENCH=1)
+#   --bench-compare  what --bench compares: toolchain (host, zig) or arch (native, cross-built
+#                 for the other architecture: cross-build-VARIANT.json)           (toolchain)
+#   --bench-variant  the variant --bench builds twice                             (support)
 #   --no-support  skip the `support` build (its digest is evidenced elsewhere)    (HERMETIC_RUNNER_SUPPORT=0)
 #   --again       build the wheel a second time in another work dir, umask 077 and cwd, and
 #                 require the same sha256 (wheel-again.json)                      (HERMETIC_RUNNER_AGAIN=1)
@@ -72,6 +75,8 @@ SUPPORT=${HERMETIC_RUNNER_SUPPORT:-1}
 AGAIN=${HERMETIC_RUNNER_AGAIN:-0}
 TILEC_BENCH=${HERMETIC_RUNNER_TILEC_BENCH:-0}
 COMPARE_HOST=${HERMETIC_RUNNER_COMPARE_HOST:-0}
+BENCH_COMPARE=${HERMETIC_RUNNER_BENCH_COMPARE:-toolchain}
+BENCH_VARIANT=${HERMETIC_RUNNER_BENCH_VARIANT:-support}
 COLD_ROUNDS=${HERMETIC_RUNNER_COLD_ROUNDS:-4}
 COLD_REPS=${HERMETIC_RUNNER_COLD_REPS:-9}
 VARIANT=${HERMETIC_RUNNER_VARIANT:-nvptx}
@@ -94,6 +99,8 @@ while (($#)); do
     --wheels) WHEELS=$2; shift 2 ;;
     --no-pack) PACK=0; shift ;;
     --bench) BENCH=1; shift ;;
+    --bench-compare) BENCH_COMPARE=$2; shift 2 ;;
+    --bench-variant) BENCH_VARIANT=$2; shift 2 ;;
     --no-support) SUPPORT=0; shift ;;
     --again) AGAIN=1; shift ;;
     --tilec-bench) TILEC_BENCH=1; shift ;;
@@ -111,7 +118,7 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$OUT/toolchain-build-support.json" "$WORK/logs" \
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" \
   "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
@@ -255,7 +262,9 @@ install_qemu() {
   done
   echo "qemu from $tarball: $(ls "$WORK/qemu/bin")"
 }
-if ((FOREIGN)) && [[ -n $QEMU ]]; then
+NEED_QEMU=$FOREIGN
+[[ $BENCH == 1 && $BENCH_COMPARE == arch ]] && NEED_QEMU=1
+if ((NEED_QEMU)) && [[ -n $QEMU ]]; then
   if step install-qemu install_qemu; then export PATH="$WORK/qemu/bin:$PATH"; fi
 fi
 say "toolchain ${TOOLCHAIN:-(default)}, mirror ${MIRROR:-none}, build args: ${BUILD_ARGS[*]}"
@@ -317,7 +326,12 @@ check_ptx() {
   ((rc == 0)) && fact CUBIN_SIZE "$(stat -c %s "$WORK/kernel.sm_80.cubin")"
   return "$rc"
 }
-step ptxas check_ptx
+# A variant whose test_package lowers no kernel (support) has no PTX to check: its record says so.
+if "$PY" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("test_package", {}).get("ptx") else 1)' "$RECORD"; then
+  step ptxas check_ptx
+else
+  skip ptxas "the $VARIANT test_package lowers no PTX (its record lists none)"
+fi
 
 # --- 4. the tilec wheel against our LLVM, offline ----------------------------------------------
 HAVE_WHEEL_CMD=0
@@ -495,7 +509,8 @@ bench_toolchain() {
   local extra=(--mirror "$MIRROR")
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
   rm -rf "$WORK/bench"
-  "$PY" "$REPO/bench/toolchain_build.py" --variant support --source "$SOURCE" --jobs "$JOBS" --out "$OUT" \
+  "$PY" "$REPO/bench/toolchain_build.py" --compare "$BENCH_COMPARE" --variant "$BENCH_VARIANT" --source "$SOURCE" \
+    --jobs "$JOBS" --out "$OUT" \
     --base "$WORK/bench" --cache "$WORK/cache" "${extra[@]}" --offline "$OFFLINE" --no-urls --no-apt
 }
 if ((BENCH)); then step bench-toolchain bench_toolchain; fi

@@ -9,7 +9,7 @@
 #   device.sh rerun [WAIT_S] [runner args...]   run runner.sh again from an updated snapshot (LLVM is skipped
 #                                               when its record still matches its inputs)
 #   device.sh collect main                      report, log, records (nvptx, support), PTX, junit xml,
-#                                               wheel record, wheel -> $OUT
+#                                               wheel record, wheel, bench JSON -> $OUT
 #   device.sh collect extra                     wheel-again.json, host-record.json, cold-*/, tilec-bench/ -> $OUT/extra.tar
 #   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
 set -uo pipefail
@@ -94,7 +94,8 @@ case $cmd in
         cp "$LOG" "$OUT/runner.log"
         shopt -s nullglob
         copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/support-record.json" \
-          "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl
+          "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl \
+          "$RUN_OUT"/toolchain-build-*.json "$RUN_OUT"/cross-build-*.json
         ls -l "$OUT" "$RUN_OUT"
         ;;
       extra)

@@ -420,7 +420,9 @@ def main() -> int:
         "tests": tests,
         "install_tree_archive": pack,
         # bench/toolchain_build.py's result when the runner ran with --bench
-        "bench_toolchain": json.loads(bench.read_text()) if (bench := out / "toolchain-build-support.json").is_file() else None,
+        "bench_toolchain": next((json.loads(b.read_text()) for b in sorted(out.glob("toolchain-build-*.json"))), None),
+        # --bench --bench-compare arch: the variant built natively and cross-built
+        "bench_cross": next((json.loads(b.read_text()) for b in sorted(out.glob("cross-build-*.json"))), None),
         # --again: the wheel built a second time elsewhere
         "wheel_again": json.loads(again.read_text()) if (again := out / "wheel-again.json").is_file() else None,
         # --compare-host: the same variant with the host compiler, and tilec's cold compile with each LLVM

@@ -83,7 +83,12 @@ def image_facts(layout: Layout, arch: str | None = None) -> tuple[sbom.ImageFact
 def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
     """The build record of the tree in the image: WORK_DIR/llvm/<variant>/record.json, if its tree digest matches."""
     variant = facts.labels.get(LABEL + "variant", "")
+    # the default release's build directory is the variant's name; another release's has its version too
+    # (recipe.Recipe.build_name)
+    version = facts.labels.get("org.opencontainers.image.version", "")
     path = work_dir / "llvm" / variant / "record.json"
+    if version and not (path.is_file() and record.load_build_record(path).recipe.version == version):
+        path = work_dir / "llvm" / f"{variant}-{version}" / "record.json"
     want = facts.labels.get(LABEL + "tree.digest", "")
     if variant and path.is_file():
         rec = record.load_build_record(path)
@@ -109,7 +114,7 @@ def build_times(rec: record.BuildRecord | record.WheelRecord, path: Path, total_
 
 def _canonical(settings: Settings) -> dict[str, str]:
     try:
-        return sbom.canonical_uris(recipe.load(settings.recipes_dir))
+        return sbom.canonical_uris(recipe.load(settings.recipes_dir, version=settings.llvm_version))
     except Exception:  # the URIs are a nicety; an SBOM without them is still right
         return {}
 

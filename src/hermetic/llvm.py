@@ -130,7 +130,7 @@ def build(
     test_package passed, so a failed or interrupted rebuild leaves the previous tree and record
     intact and usable.
     """
-    out = build_dir(settings, inputs.variant.name)
+    out = build_dir(settings, inputs.recipe.build_name(inputs.variant.name))
     recover(out)
     new = out / NEW
     shutil.rmtree(new, ignore_errors=True)

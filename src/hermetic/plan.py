@@ -40,11 +40,16 @@ class Step:
 class Plan:
     variant: str
     steps: tuple[Step, ...]
+    build_name: str = ""  # WORK_DIR/llvm/<build_name>: the variant, with the release when not the default
+
+    @property
+    def build(self) -> str:
+        return self.build_name or self.variant
 
     def upto(self, key: str) -> Plan:
         """The plan narrowed to the steps a job ending at `key` needs."""
         keys = [s.key for s in self.steps]
-        return Plan(self.variant, self.steps[: keys.index(key) + 1])
+        return Plan(self.variant, self.steps[: keys.index(key) + 1], self.build_name)
 
     def step(self, key: str) -> Step:
         return next(s for s in self.steps if s.key == key)
@@ -76,7 +81,7 @@ def plan_all(
 
     `environ` is where a substitute's credentials come from (the CLI's environment; oci/auth.py reads it).
     """
-    rec = recipe.load(settings.recipes_dir)
+    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
     arch = settings.arch or toolchain.machine_arch()
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
@@ -150,7 +155,7 @@ def plan_all(
                                 f"planned {build_id[:16]}, got {inputs.digest()[:16]}", "run the command again")
         return llvm.build(settings, inputs, log, keep_build=keep_build, substitute_refused=refused)
 
-    done, why = (None, "--force") if force else steps.finished_build(settings, variant.name, build_id)
+    done, why = (None, "--force") if force else steps.finished_build(settings, rec.build_name(variant.name), build_id)
     # --force means "build it here": a substitute is not asked then.
     found = None if done or force or not settings.substitutes else substitute.find(
         settings.substitutes, build_id, environ or {}, log)
@@ -161,7 +166,7 @@ def plan_all(
         assert found is not None
         try:
             got = substitute.install(
-                found, llvm.build_dir(settings, variant.name), image_dir, f"llvm-{variant.name}-{rec.version}-linux-{arch}",
+                found, llvm.build_dir(settings, rec.build_name(variant.name)), image_dir, f"llvm-{variant.name}-{rec.version}-linux-{arch}",
                 build_id, tc.identity(), arch, environ or {}, log,
             )
             log(f"build: llvm-{variant.name} substituted from {got.substituted}: {got.tree.digest}, verified")
@@ -189,7 +194,7 @@ def plan_all(
 
     # image: rewritten from the tree (deterministic, seconds), so never trusted from an earlier run,
     # except the very image a substitution pulled, which steps.make_image reuses
-    record_json = llvm.build_dir(settings, variant.name) / "record.json"
+    record_json = llvm.build_dir(settings, rec.build_name(variant.name)) / "record.json"
     image_step = Step(
         "image", f"image llvm-{variant.name}", _digest("image", build_id, "gzip"), PULL if found else RUN,
         f"the substitute's layout, kept by the pull, under {image_dir}" if found else f"OCI layout under {image_dir}",
@@ -197,7 +202,7 @@ def plan_all(
     )
 
     # wheel: the compiler core against the tree (it lowers to PTX: a variant without NVPTX cannot host it)
-    prefix = llvm.build_dir(settings, variant.name) / "install" / rec.prefix(variant.name).lstrip("/")
+    prefix = llvm.build_dir(settings, rec.build_name(variant.name)) / "install" / rec.prefix(variant.name).lstrip("/")
     wrec = wheel.load_wheel_recipe(settings.recipes_dir)
     wheel_id = _digest("wheel", build_id, wrec.digest(), reqs.digest())
     if not has_nvptx:
@@ -223,7 +228,7 @@ def plan_all(
             if found:
                 deferred.append(s)
         resolving.append(s)
-    return Plan(variant.name, (*resolving, build_step, image_step, wheel_step)).upto(through)
+    return Plan(variant.name, (*resolving, build_step, image_step, wheel_step), rec.build_name(variant.name)).upto(through)
 
 
 def _source_mode(source: str) -> tuple[str, Path | None, str]:

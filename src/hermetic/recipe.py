@@ -47,6 +47,8 @@ class Variant:
     name: str
     description: str
     options: tuple[tuple[str, str], ...]
+    # The releases whose libraries the options name (a library list is one release's); empty: every one.
+    versions: tuple[str, ...] = ()
 
     def option(self, key: str) -> str:
         return dict(self.options)[key]
@@ -71,13 +73,30 @@ class Recipe:
     files_digest: str
     prefix_template: str
     prune: PruneRules
+    versions: tuple[str, ...] = ()  # every release conandata.yml pins; `version` is the one loaded
+    default_version: str = ""  # conandata.yml's default_version (the first pinned when it names none)
 
     def digest(self) -> str:
         return self.files_digest
 
+    def build_name(self, variant: str) -> str:
+        """The build directory's name under WORK_DIR/llvm: the variant, with the release when it is not
+        the default one, so two releases of a variant build side by side and the default's paths stay."""
+        if not self.default_version or self.version == self.default_version:
+            return variant
+        return f"{variant}-{self.version}"
+
     def variant(self, name: str) -> Variant:
         for v in self.variants:
             if v.name == name:
+                if v.versions and self.version not in v.versions:
+                    others = [o.name for o in self.variants if not o.versions or self.version in o.versions]
+                    raise RecipeError(
+                        f"variant {name!r} of recipe {self.name} does not build LLVM {self.version}",
+                        f"{self.path / 'variants.yml'} names it for {', '.join(v.versions)} only "
+                        "(its options list that release's libraries)",
+                        f"use --llvm-version {v.versions[0]}, or a variant for {self.version}: {', '.join(others) or 'none'}",
+                    )
                 return v
         raise RecipeError(
             f"unknown variant {name!r} of recipe {self.name}",
@@ -114,15 +133,23 @@ def _read_yaml(path: Path) -> Any:
         raise RecipeError(f"cannot parse {path}", str(exc), "fix the YAML syntax") from exc
 
 
-def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
+def load(recipes_dir: Path, name: str = "llvm", version: str | None = None) -> Recipe:
+    """The recipe at one of the releases it pins: `version`, or conandata.yml's `default_version`."""
     path = recipes_dir / name
     data = _read_yaml(path / "conandata.yml")
     variants_data = _read_yaml(path / "variants.yml")
     try:
-        versions = data["sources"]
-        if len(versions) != 1:
-            raise RecipeError(f"{path}/conandata.yml pins {len(versions)} versions", "exactly one is supported")
-        version, entry = next(iter(versions.items()))
+        versions = {str(k): v for k, v in data["sources"].items()}
+        default = str(data.get("default_version") or next(iter(versions)))
+        version = str(version or default)
+        if version not in versions:
+            raise RecipeError(
+                f"recipe {name} has no LLVM {version}",
+                f"{path / 'conandata.yml'} pins {', '.join(versions)}",
+                f"use --llvm-version with one of them (HERMETIC_LLVM_VERSION; default {default}), "
+                "or pin the release's archives there",
+            )
+        entry = versions[version]
         archives = tuple(
             Archive(
                 file=a["file"],
@@ -141,6 +168,7 @@ def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
                 name=vname,
                 description=str(v.get("description", "")),
                 options=tuple((k, _normalize(v["options"][k])) for k in OPTION_NAMES),
+                versions=tuple(str(x) for x in v.get("versions", ())),
             )
             for vname, v in variants_data["variants"].items()
         )
@@ -156,12 +184,22 @@ def load(recipes_dir: Path, name: str = "llvm") -> Recipe:
             files_digest=_files_digest(path),
             prefix_template=str(data["install_prefix"]),
             prune=PruneRules(**{k: tuple(str(x) for x in entry["prune"][k]) for k in PRUNE_KEYS}),
+            versions=tuple(versions),
+            default_version=default,
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RecipeError(f"malformed recipe data in {path}", f"missing or wrong field: {exc}", "compare with git") from exc
     for v in recipe.variants:
+        unknown = [x for x in v.versions if x not in versions]
+        if unknown:
+            raise RecipeError(
+                f"variant {v.name} of recipe {name} names LLVM {', '.join(unknown)}",
+                f"{path / 'conandata.yml'} pins {', '.join(versions)}",
+                "pin that release in conandata.yml or drop it from the variant's versions",
+            )
         validate_options(recipe, dict(v.options), context=f"variant {v.name}")
-    recipe.variant(recipe.default_variant)
+    if recipe.default_variant not in (v.name for v in recipe.variants):
+        recipe.variant(recipe.default_variant)  # raises: the default names no variant
     return recipe
 
 

@@ -48,6 +48,7 @@ class Settings:
     cache_dir: Path
     work_dir: Path
     variant: str | None = None  # None: the recipe's default (variants.yml `default:`)
+    llvm_version: str | None = None  # None: the recipe's default (conandata.yml `default_version:`)
     mirrors: tuple[Path, ...] = ()
     offline: str = "auto"
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -94,6 +95,7 @@ _KEYS = {
     "cache_dir": "CACHE",
     "work_dir": "WORK_DIR",
     "variant": "VARIANT",
+    "llvm_version": "LLVM_VERSION",
     "mirrors": "MIRRORS",
     "offline": "OFFLINE",
     "jobs": "JOBS",
@@ -190,6 +192,7 @@ def resolve(
         cache_dir=cache.expanduser().resolve(),
         work_dir=work.expanduser().resolve(),
         variant=str(merged["variant"]) if merged.get("variant") else None,
+        llvm_version=str(merged["llvm_version"]).strip() if merged.get("llvm_version") else None,
         mirrors=mirrors,
         offline=offline,
         jobs=jobs,

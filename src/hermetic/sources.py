@@ -16,6 +16,7 @@ inode and ctime semantics that copies, restores and some file systems break.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -243,6 +244,21 @@ def _from_mirrors(cache_dir: Path, recipe: Recipe, mirrors: Iterable[Path], log:
     return None
 
 
+def _download(url: str, part: Path, log: Log, dest: Path) -> bool:
+    """`url` into `part` (on its way to `dest`); False (and nothing left) when it cannot be had. A full
+    disk is raised, naming `dest`: the next origin would fail the same way."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp, open(part, "wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        part.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise disk_full(str(dest), exc) from exc
+        log(f"fetch: {url} unreachable ({exc})")
+        return False
+    return True
+
+
 def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | None:
     for a in recipe.archives:
         if not a.url:
@@ -250,19 +266,14 @@ def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | Non
         dest = cache_path(cache_dir, a)
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(f".{a.file}.{os.getpid()}.download")
+        log(f"fetch: downloading {a.url}")
         try:
-            log(f"fetch: downloading {a.url}")
-            with urllib.request.urlopen(a.url, timeout=30) as resp, open(part, "wb") as out:
-                shutil.copyfileobj(resp, out, 1 << 20)
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            part.unlink(missing_ok=True)
-            try:
-                dest.parent.rmdir()
-            except OSError:
-                pass
-            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-                raise disk_full(str(dest), exc) from exc  # not the origin's fault: trying the next is pointless
-            log(f"fetch: {a.url} unreachable ({exc})")
+            ok = _download(a.url, part, log, dest)
+        finally:
+            if not part.exists():
+                with contextlib.suppress(OSError):
+                    dest.parent.rmdir()  # only when empty: nothing of this attempt stays
+        if not ok:
             continue
         return admit(cache_dir, a, part, f"url:{a.url}", move=True)
     return None
@@ -361,11 +372,46 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
             if proc.returncode != 0 and "No space left on device" in proc.stdout:
                 # the temporary directory (and apt's partial file in it) goes with the with-block
                 raise disk_full(str(got), OSError(errno.ENOSPC, "No space left on device (apt-get source)"))
-            if proc.returncode != 0 or not got.is_file():
-                log(f"fetch: apt could not provide {spec}: {proc.stdout.strip().splitlines()[-1:]}")
-                continue
-            return admit(cache_dir, a, got, f"apt:{spec}", move=True)
+            if proc.returncode == 0 and got.is_file():
+                return admit(cache_dir, a, got, f"apt:{spec}", move=True)
+            log(f"fetch: apt could not provide {spec}: {proc.stdout.strip().splitlines()[-1:]}")
+            uris = subprocess.run(
+                ["apt-get", "-q", *opts, "--print-uris", "source", "--download-only", spec],
+                cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            ).stdout
+            for url in other_pools(uris, a.file, _entry_uris(entries)):
+                log(f"fetch: trying the same file in another Debian pool: {url}")
+                if _download(url, got, log, cache_path(cache_dir, a)):
+                    # the path in the pool, not the mirror: records name no host (apt's own origin is the spec)
+                    return admit(cache_dir, a, got, f"apt:{spec} (pool/{url.partition('/pool/')[2]})", move=True)
     return None
+
+
+def _entry_uris(entries: str) -> list[str]:
+    """The archive URIs of deb822 entries, in order, each once."""
+    uris = [u for line in entries.splitlines() if line.startswith("URIs:") for u in line.split()[1:]]
+    return list(dict.fromkeys(uris))
+
+
+def other_pools(print_uris: str, file: str, bases: list[str]) -> list[str]:
+    """Where else one of a source package's files may be, from `apt-get --print-uris source` output.
+
+    Debian's security archive keeps an upload's files under pool/updates/<component>/; once the same
+    upload is also in the stable suite (a point release), the main archive has the very same files
+    under pool/<component>/, and a mirror may carry only that copy. So for the URI apt printed, the
+    same path relative to pool/ under each archive the machine uses. The archive is pinned by sha256
+    (admit checks it), so which copy is taken does not matter.
+    """
+    found = [line.split()[0].strip("'") for line in print_uris.splitlines()
+             if len(line.split()) >= 2 and line.split()[1] == file]
+    out: list[str] = []
+    for uri in found:
+        _, sep, rel = uri.partition("/pool/")
+        if not sep:
+            continue
+        rel = rel.removeprefix("updates/")
+        out += [f"{base.rstrip('/')}/pool/{rel}" for base in bases]
+    return [u for u in dict.fromkeys(out) if u not in found]
 
 
 def fetch(

@@ -110,9 +110,9 @@ def build_inputs(
     return llvm.BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (src.as_json(),), meta)
 
 
-def finished_build(settings: Settings, variant: str, inputs_digest: str) -> tuple[str | None, str]:
+def finished_build(settings: Settings, build_name: str, inputs_digest: str) -> tuple[str | None, str]:
     """(tree digest, "") of an identical earlier build whose tree is still intact, else (None, why not)."""
-    path = llvm.build_dir(settings, variant) / "record.json"
+    path = llvm.build_dir(settings, build_name) / "record.json"
     if llvm.swap_pending(path.parent):
         # Planning changes nothing: the build step finishes or undoes the swap (llvm.recover).
         return None, "an earlier build was cut off while being swapped in"

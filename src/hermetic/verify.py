@@ -214,6 +214,7 @@ class RebuildSpec:
     install_root: str  # "" when only a provenance is known
     finished: str | None
     toolchain: record.ToolchainRef = record.HOST_TOOLCHAIN  # the pinned toolchain it was built with
+    version: str = ""  # the LLVM release; "" in provenances that do not name it: the recipe's default
 
     @classmethod
     def of_record(cls, rec: record.BuildRecord) -> RebuildSpec:
@@ -223,6 +224,7 @@ class RebuildSpec:
             source_archive=rec.source_archive, pruned=pruned, source_date_epoch=rec.source_date_epoch,
             inputs_digest=rec.inputs_digest, tree_digest=rec.tree.digest, tree_files=rec.tree.files,
             prefix=rec.prefix, install_root=rec.install_root, finished=rec.finished, toolchain=rec.toolchain_ref,
+            version=rec.recipe.version,
         )
 
 
@@ -246,6 +248,7 @@ def _llvm_spec_from_provenance(statement: Mapping[str, Any], labels: Mapping[str
     return RebuildSpec(
         toolchain=record.ToolchainRef.from_mapping(tc) if isinstance(tc, Mapping) else record.HOST_TOOLCHAIN,
         recipe_digest=str((ext["recipe"].get("digest") or {}).get(provenance.RECIPE_DIGEST, "")),
+        version=str(ext["recipe"].get("version") or ""),
         variant=str(ext["variant"]),
         options=tuple(sorted((str(k), str(v)) for k, v in (ext.get("options") or {}).items())),
         sources=sources_,
@@ -311,7 +314,7 @@ def _rebuild_llvm(
     the build reads, for users who do not want to trust the pruning step.
     """
 
-    rec = recipe.load(settings.recipes_dir)
+    rec = recipe.load(settings.recipes_dir, version=spec.version or None)
     want_recipe = spec.recipe_digest
     if want_recipe != rec.digest():
         raise VerifyError(
@@ -365,7 +368,7 @@ def _rebuild_llvm(
             "check out the commit the artifact was built from, then verify again",
         )
     # Never through a compile cache: the rebuild is what checks a tree built with one (a poisoned entry shows here).
-    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", compile_cache=None)
+    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", compile_cache=None, llvm_version=rec.version)
     # The recorded inputs are checked above; --from-release then builds the same recipe, variant and
     # toolchain from the release archive they were pruned from.
     report.conditions["source"] = f"release archive {src.archive.file} (--from-release)" if from_release else "as recorded"
@@ -452,7 +455,7 @@ def verify_image(
     compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
     with rebuild_conditions(report):
         new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log, from_release)
-        new_record = root / "work" / "llvm" / new.variant / "record.json"
+        new_record = root / "work" / "llvm" / recipe.load(settings.recipes_dir, version=new.recipe.version).build_name(new.variant) / "record.json"
         image_spec = spec_from_record(new_record, arch=facts.arch)
         if from_release and spec.pruned:
             # Built from the release archive, the tree stands for the pruned subset the image names,

@@ -535,7 +535,7 @@ def plan(
     of the build venv (default: the one running hermetic).
     """
     wr = load_wheel_recipe(settings.recipes_dir)
-    llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe)
+    llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe, settings.llvm_version)
     proj = (project or settings.root / wr.project).resolve()
     _project_name(proj)
     llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]))

@@ -31,7 +31,7 @@ from .common import (
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir)
+    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
     recipe.resolve_variant(rec, settings.variant)
     # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
     arch = toolchain.zig_arch(settings.arch or toolchain.machine_arch())
@@ -46,7 +46,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir)
+    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
     variant = recipe.resolve_variant(rec, settings.variant)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     meta = steps.ensure_pruned(settings, rec, src, variant, log)
@@ -70,7 +70,7 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     say(settings, job.render())
     plan.execute(job, log)
     build = job.step("build")
-    out_dir = llvm.build_dir(settings, job.variant)
+    out_dir = llvm.build_dir(settings, job.build)
     result = load_build_record(out_dir / "record.json")
     if build.state == plan.DONE:
         log(f"build: llvm-{job.variant} is up to date ({result.tree.digest})")
@@ -85,7 +85,7 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
-    rec = recipe.load(settings.recipes_dir)
+    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
     for v in rec.variants:
         mark = " (default)" if v.name == rec.default_variant else ""
         out(f"{v.name}{mark}: {v.description}")
@@ -126,7 +126,7 @@ def _all_arches(args: argparse.Namespace, settings: Settings, log: Log) -> int:
     for one, job in jobs:
         log(f"==> linux/{one.arch}")
         plan.execute(job, log)
-        record_json = llvm.build_dir(one, variant) / "record.json"
+        record_json = llvm.build_dir(one, job.build) / "record.json"
         layouts.append(one.work_dir / "images" / spec_from_record(record_json).name)
     root = merge_layouts(layouts, index_dir)
     out(f"all: done; index {root.digest} ({len(layouts)} platforms) in {index_dir}")

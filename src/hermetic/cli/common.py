@@ -36,6 +36,8 @@ def common_parsers() -> Common:
     build = argparse.ArgumentParser(add_help=False, parents=[base])
     g = build.add_argument_group("build options")
     g.add_argument("--variant", default=s, help="recipe variant (HERMETIC_VARIANT; the recipe's default)")
+    g.add_argument("--llvm-version", dest="llvm_version", default=s,
+                   help="LLVM release to build, one conandata.yml pins (HERMETIC_LLVM_VERSION; the recipe's default_version)")
     g.add_argument("--mirror", dest="mirrors", action="append", default=s, help="directory holding source archives; repeatable")
     g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
     g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")

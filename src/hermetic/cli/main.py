@@ -19,7 +19,7 @@ from .common import Handler, common_parsers
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, toolchain, oci, wheel, verify, attest, inspect)
 
-_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
+_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
                  "no_compile_cache")
 # Options whose argparse dest differs from the setting's name (common.py says why).

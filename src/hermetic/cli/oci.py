@@ -42,14 +42,19 @@ def parse_size(text: str) -> int:
     return value
 
 
-def record_path(settings: Settings, variant: str) -> Path:
-    return settings.work_dir / "llvm" / variant / "record.json"
+def record_path(settings: Settings, rec: recipe.Recipe, variant: str) -> Path:
+    return settings.work_dir / "llvm" / rec.build_name(variant) / "record.json"
 
 
 def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
-    variant = settings.variant or recipe.load(settings.recipes_dir).default_variant
     check_compression(args.compression)
-    rec = Path(args.record) if args.record else record_path(settings, variant)
+    if args.record:
+        rec = Path(args.record)
+        variant = settings.variant or ""  # the record names its variant
+    else:
+        llvm_recipe = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+        variant = settings.variant or llvm_recipe.default_variant
+        rec = record_path(settings, llvm_recipe, variant)
     spec = spec_from_record(rec, arch=args.arch)
     if args.record is None and spec.variant != variant:
         raise VerifyError(f"{rec} is a record of variant {spec.variant!r}, not {variant!r}", "", "rebuild the variant")

@@ -9,6 +9,7 @@
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
 #                            [--again] [--tilec-bench] [--compare-host] [--arch ARCH] [--qemu DIR]
+#                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -20,6 +21,12 @@
 #                 pure-Python needs that the machine lacks)                       (.whl)
 #   --no-pack     do not tar the install tree (HERMETIC_RUNNER_PACK=0)
 #   --variant     LLVM variant (nvptx; another is only useful to try the runner itself)
+#   --llvm-version  the LLVM release to build (recipes/llvm/conandata.yml)        (its default_version)
+#   --no-wheel    no tilec wheel and no gpu tier (e.g. a release tilec does not build against)
+#                 (HERMETIC_RUNNER_WHEEL=0)
+#   --llvmlite    llvmlite's release sdist: its wheel built against the variant with this machine's
+#                 compiler and cmake, installed into a fresh venv, `python -m llvmlite.tests` run
+#                 (llvmlite-tests.log, llvmlite-tests.json in --out)
 #   --arch        build LLVM for this architecture (amd64, arm64); another than the runner's is
 #                 cross-built, its test_package run under qemu-user, and there is no wheel or gpu
 #                 tier for it (its programs do not run on this GPU's host)      (the runner's)
@@ -84,6 +91,9 @@ TOOLCHAIN=${HERMETIC_RUNNER_TOOLCHAIN:-}   # empty: toolchains.yml's default, re
 MIRROR=${HERMETIC_RUNNER_MIRROR:-}
 [[ -z $MIRROR && -d $REPO/.zig ]] && MIRROR=$REPO/.zig
 ARCH=${HERMETIC_RUNNER_ARCH:-}
+LLVM_VERSION=${HERMETIC_RUNNER_LLVM_VERSION:-}
+WHEEL=${HERMETIC_RUNNER_WHEEL:-1}
+LLVMLITE=${HERMETIC_RUNNER_LLVMLITE:-}
 QEMU=${HERMETIC_RUNNER_QEMU:-}
 [[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
 PART_SIZE=15M
@@ -109,6 +119,9 @@ while (($#)); do
     --toolchain) TOOLCHAIN=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
     --arch) ARCH=$2; shift 2 ;;
+    --llvm-version) LLVM_VERSION=$2; shift 2 ;;
+    --no-wheel) WHEEL=0; shift ;;
+    --llvmlite) LLVMLITE=$2; shift 2 ;;
     --qemu) QEMU=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
@@ -118,7 +131,7 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" \
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-tests.* \
   "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
@@ -250,6 +263,10 @@ if [[ -n $ARCH ]]; then
   [[ $ARCH != "$HERE_ARCH" ]] && FOREIGN=1
 fi
 fact ARCH "${ARCH:-$HERE_ARCH}"
+if [[ -n $LLVM_VERSION ]]; then
+  BUILD_ARGS+=(--llvm-version "$LLVM_VERSION")
+fi
+fact LLVM_VERSION "$LLVM_VERSION"
 install_qemu() {
   local tarball
   tarball=$(ls "$QEMU"/qemu-*.tar.xz 2>/dev/null | head -n 1)
@@ -289,10 +306,14 @@ else
 fi
 
 build_llvm() { build_variant "$VARIANT"; }
-RECORD="$HW/llvm/$VARIANT/record.json"
-PTX="$HW/llvm/$VARIANT/test_package/kernel.sm_80.ptx"
+# the default release builds in llvm/VARIANT, another in llvm/VARIANT-VERSION (recipe.Recipe.build_name)
+BUILD_NAME=$(PYTHONPATH="$REPO/src" "$PY" -c 'import sys; from pathlib import Path; from hermetic import recipe
+print(recipe.load(Path(sys.argv[1]), version=sys.argv[3] or None).build_name(sys.argv[2]))' "$REPO/recipes" "$VARIANT" "$LLVM_VERSION") \
+  || BUILD_NAME=$VARIANT
+RECORD="$HW/llvm/$BUILD_NAME/record.json"
+PTX="$HW/llvm/$BUILD_NAME/test_package/kernel.sm_80.ptx"
 if ! step build-llvm build_llvm; then
-  show_build_log "$VARIANT" build-llvm
+  show_build_log "$BUILD_NAME" build-llvm
   skip ptxas "build-llvm failed"; skip wheel "build-llvm failed"; skip venv "build-llvm failed"
   skip gpu-tests "build-llvm failed"; skip pack "build-llvm failed"
   exit 1
@@ -363,7 +384,9 @@ build_wheel() {
   cp "$w" "$OUT/"
 }
 WHEEL_OK=0
-if ((FOREIGN)); then
+if ((!WHEEL)); then
+  skip wheel "--no-wheel"
+elif ((FOREIGN)); then
   skip wheel "an $ARCH tree: its wheel would not run on this $HERE_ARCH machine"
 elif ((HAVE_WHEEL_CMD)); then
   if step wheel build_wheel; then WHEEL_OK=1; else
@@ -421,6 +444,31 @@ if ((WHEEL_OK)); then
 else
   skip venv "no wheel"; skip gpu-tests "no wheel"
 fi
+
+# --- 5b. a third-party consumer: llvmlite from its release sdist, its own test suite ------------
+# The machine's compiler and cmake build it here (pip, no build isolation, no index): what this shows is
+# that the variant holds what llvmlite links and that llvmlite's suite passes against it.
+LLVMLITE_VENV="$WORK/llvmlite-venv"
+llvmlite_tests() {
+  [[ -f $LLVMLITE ]] || { echo "no llvmlite sdist at $LLVMLITE"; return 1; }
+  rm -rf "$LLVMLITE_VENV" "$WORK/llvmlite-dist" && mkdir -p "$WORK/llvmlite-dist" || return 1
+  "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" || return 1
+  local cmake_dir="$PREFIX/lib/cmake/llvm"
+  [[ -f $cmake_dir/LLVMConfig.cmake ]] || { echo "no LLVMConfig.cmake under $cmake_dir"; return 1; }
+  # CMAKE_ARGS is how llvmlite's ffi/build.py takes extra cmake options
+  CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+    "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index -w "$WORK/llvmlite-dist" "$LLVMLITE" \
+    >"$OUT/llvmlite-build.log" 2>&1 || { tail -n 60 "$OUT/llvmlite-build.log"; return 1; }
+  grep -E "LLVM_COMPONENTS|target link libraries|LLVM version" "$OUT/llvmlite-build.log" | head -n 5
+  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/llvmlite-dist/llvmlite-*.whl || return 1
+  (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" -c '
+import llvmlite, llvmlite.binding as llvm
+print("llvmlite", llvmlite.__version__, "from", llvmlite.__file__, "LLVM", ".".join(map(str, llvm.llvm_version_info)))')
+  (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" -m llvmlite.tests -v >"$OUT/llvmlite-tests.log" 2>&1)
+  tail -n 4 "$OUT/llvmlite-tests.log"
+  "$PY" "$HELPERS/unittest_summary.py" "$OUT/llvmlite-tests.log" "$OUT/llvmlite-tests.json"
+}
+if [[ -n $LLVMLITE ]]; then step llvmlite-tests llvmlite_tests; fi
 
 # --- 6. the install tree, packed for carrying home ---------------------------------------------
 pack() {

@@ -95,7 +95,7 @@ case $cmd in
         shopt -s nullglob
         copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/support-record.json" \
           "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl \
-          "$RUN_OUT"/toolchain-build-*.json "$RUN_OUT"/cross-build-*.json
+          "$RUN_OUT"/toolchain-build-*.json "$RUN_OUT"/cross-build-*.json "$RUN_OUT"/llvmlite-*
         ls -l "$OUT" "$RUN_OUT"
         ;;
       extra)

@@ -421,6 +421,8 @@ def main() -> int:
         "install_tree_archive": pack,
         # bench/toolchain_build.py's result when the runner ran with --bench
         "bench_toolchain": next((json.loads(b.read_text()) for b in sorted(out.glob("toolchain-build-*.json"))), None),
+        # --llvmlite: llvmlite's own test suite against the variant (unittest_summary.py)
+        "llvmlite_tests": json.loads(lt.read_text()) if (lt := out / "llvmlite-tests.json").is_file() else None,
         # --bench --bench-compare arch: the variant built natively and cross-built
         "bench_cross": next((json.loads(b.read_text()) for b in sorted(out.glob("cross-build-*.json"))), None),
         # --again: the wheel built a second time elsewhere

@@ -15,18 +15,23 @@ from pathlib import Path
 from conan import ConanFile
 from conan.errors import ConanException
 from conan.tools.build import can_run
-from conan.tools.cmake import CMake, cmake_layout
+from conan.tools.cmake import CMake, CMakeToolchain, cmake_layout
 
 
 class LLVMTestPackage(ConanFile):
     settings = "os", "arch", "compiler", "build_type"
-    generators = "CMakeToolchain"
 
     def requirements(self) -> None:
         self.requires(self.tested_reference_str)
 
     def layout(self) -> None:
         cmake_layout(self)
+
+    def generate(self) -> None:
+        tc = CMakeToolchain(self)
+        # the release under test: CMakeLists.txt refuses any other LLVM that find_package might find
+        tc.cache_variables["EXPECTED_LLVM_VERSION"] = str(self.dependencies[self.tested_reference_str].ref.version)
+        tc.generate()
 
     def build(self) -> None:
         cmake = CMake(self)

@@ -14,6 +14,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Triple.h"
 #include <memory>
 #include <optional>
 #endif
@@ -36,7 +37,13 @@ int main(int argc, char **argv) {
     diag.print(argv[0], llvm::errs());
     return 1;
   }
-  std::string triple = "nvptx64-nvidia-cuda", err;
+#if LLVM_VERSION_MAJOR >= 21
+  // LLVM 21 on takes the triple as a Triple where 19 took its string
+  const llvm::Triple triple("nvptx64-nvidia-cuda");
+#else
+  const std::string triple = "nvptx64-nvidia-cuda";
+#endif
+  std::string err;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) {
     llvm::errs() << err << "\n";

@@ -397,15 +397,18 @@ else
 fi
 
 # --- 5. a fresh venv with the wheel, and the gpu tier ------------------------------------------
+# parent_packages VENV: when python3 is itself a venv (the CUDA image's is), --system-site-packages
+# points at the base interpreter, not at the packages beside torch: name those in a .pth, after our own.
+parent_packages() {
+  local purelib
+  purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || return 1
+  "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/zz_runner_parent.pth"
+}
 make_venv() {
   rm -rf "$VENV"
   local how=pip
   "$PY" -m venv --system-site-packages "$VENV" || { how=no-pip; rm -rf "$VENV"; "$PY" -m venv --without-pip --system-site-packages "$VENV" || return 1; }
-  # When python3 is itself a venv (the CUDA image's is), --system-site-packages points at the
-  # base interpreter, not at the packages beside torch: name those in a .pth, after our own.
-  local purelib
-  purelib=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || return 1
-  "$PY" -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/zz_runner_parent.pth" || return 1
+  parent_packages "$VENV" || return 1
   local w
   w=$(grep '^WHEEL=' "$FACTS" | tail -1 | cut -d= -f2-)
   if [[ $how == pip ]]; then
@@ -446,19 +449,27 @@ else
 fi
 
 # --- 5b. a third-party consumer: llvmlite from its release sdist, its own test suite ------------
-# The machine's compiler and cmake build it here (pip, no build isolation, no index): what this shows is
-# that the variant holds what llvmlite links and that llvmlite's suite passes against it.
+# Built here with pip (no build isolation, no index), the machine's cmake and the compiler the tree was
+# built with (zig_env.py: libraries built against zig's libc++ do not link with libstdc++ code): what this
+# shows is that the variant holds what llvmlite links and that llvmlite's suite passes against it.
 LLVMLITE_VENV="$WORK/llvmlite-venv"
 llvmlite_tests() {
   [[ -f $LLVMLITE ]] || { echo "no llvmlite sdist at $LLVMLITE"; return 1; }
+  fact LLVMLITE_SDIST "$(basename "$LLVMLITE") sha256:$(sha256sum "$LLVMLITE" | cut -d' ' -f1)"
   rm -rf "$LLVMLITE_VENV" "$WORK/llvmlite-dist" && mkdir -p "$WORK/llvmlite-dist" || return 1
-  "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" || return 1
+  "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" && parent_packages "$LLVMLITE_VENV" || return 1
   local cmake_dir="$PREFIX/lib/cmake/llvm"
   [[ -f $cmake_dir/LLVMConfig.cmake ]] || { echo "no LLVMConfig.cmake under $cmake_dir"; return 1; }
   # CMAKE_ARGS is how llvmlite's ffi/build.py takes extra cmake options
-  CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-    "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index -w "$WORK/llvmlite-dist" "$LLVMLITE" \
-    >"$OUT/llvmlite-build.log" 2>&1 || { tail -n 60 "$OUT/llvmlite-build.log"; return 1; }
+  (
+    if [[ $TOOLCHAIN == zig ]]; then
+      exports=$("$PY" "$HELPERS/zig_env.py" "$REPO" "$WORK/cache" "$WORK/llvmlite-tc" "$HW/zig-cache" "$MIRROR") || exit 1
+      eval "$exports"
+    fi
+    echo "CC=${CC:-} CXX=${CXX:-}"
+    CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+      "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index -w "$WORK/llvmlite-dist" "$LLVMLITE"
+  ) >"$OUT/llvmlite-build.log" 2>&1 || { tail -n 60 "$OUT/llvmlite-build.log"; return 1; }
   grep -E "LLVM_COMPONENTS|target link libraries|LLVM version" "$OUT/llvmlite-build.log" | head -n 5
   "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/llvmlite-dist/llvmlite-*.whl || return 1
   (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" -c '

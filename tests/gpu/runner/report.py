@@ -422,7 +422,9 @@ def main() -> int:
         # bench/toolchain_build.py's result when the runner ran with --bench
         "bench_toolchain": next((json.loads(b.read_text()) for b in sorted(out.glob("toolchain-build-*.json"))), None),
         # --llvmlite: llvmlite's own test suite against the variant (unittest_summary.py)
-        "llvmlite_tests": json.loads(lt.read_text()) if (lt := out / "llvmlite-tests.json").is_file() else None,
+        "llvmlite_tests": (json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST")})
+        if (lt := out / "llvmlite-tests.json").is_file() else None,
+        "llvm_version": facts.get("LLVM_VERSION") or None,
         # --bench --bench-compare arch: the variant built natively and cross-built
         "bench_cross": next((json.loads(b.read_text()) for b in sorted(out.glob("cross-build-*.json"))), None),
         # --again: the wheel built a second time elsewhere

@@ -456,6 +456,7 @@ LLVMLITE_VENV="$WORK/llvmlite-venv"
 llvmlite_tests() {
   [[ -f $LLVMLITE ]] || { echo "no llvmlite sdist at $LLVMLITE"; return 1; }
   fact LLVMLITE_SDIST "$(basename "$LLVMLITE") sha256:$(sha256sum "$LLVMLITE" | cut -d' ' -f1)"
+  [[ $TOOLCHAIN == zig ]] && fact LLVMLITE_LINK_NOTE "linked without -Wl,--exclude-libs,ALL (zig's linker driver refuses it): libllvmlite.so also exports LLVM's symbols"
   rm -rf "$LLVMLITE_VENV" "$WORK/llvmlite-dist" && mkdir -p "$WORK/llvmlite-dist" || return 1
   "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" && parent_packages "$LLVMLITE_VENV" || return 1
   local cmake_dir="$PREFIX/lib/cmake/llvm"
@@ -465,6 +466,12 @@ llvmlite_tests() {
     if [[ $TOOLCHAIN == zig ]]; then
       exports=$("$PY" "$HELPERS/zig_env.py" "$REPO" "$WORK/cache" "$WORK/llvmlite-tc" "$HW/zig-cache" "$MIRROR") || exit 1
       eval "$exports"
+      # zig's linker driver refuses -Wl,--exclude-libs,ALL (llvmlite's flag keeping LLVM's symbols out of
+      # its export table): a wrapper drops that one flag, and the report says so (LLVMLITE_LINK_NOTE)
+      real=$CXX
+      printf '#!/bin/sh\nfor a; do shift; [ "$a" = "-Wl,--exclude-libs,ALL" ] || set -- "$@" "$a"; done\nexec %s "$@"\n' \
+        "$real" >"$WORK/llvmlite-tc/bin/c++-llvmlite" && chmod +x "$WORK/llvmlite-tc/bin/c++-llvmlite" || exit 1
+      export CXX="$WORK/llvmlite-tc/bin/c++-llvmlite"
     fi
     echo "CC=${CC:-} CXX=${CXX:-}"
     CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \

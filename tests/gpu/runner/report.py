@@ -422,7 +422,7 @@ def main() -> int:
         # bench/toolchain_build.py's result when the runner ran with --bench
         "bench_toolchain": next((json.loads(b.read_text()) for b in sorted(out.glob("toolchain-build-*.json"))), None),
         # --llvmlite: llvmlite's own test suite against the variant (unittest_summary.py)
-        "llvmlite_tests": (json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST")})
+        "llvmlite_tests": (json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST"), "link_note": facts.get("LLVMLITE_LINK_NOTE")})
         if (lt := out / "llvmlite-tests.json").is_file() else None,
         "llvm_version": facts.get("LLVM_VERSION") or None,
         # --bench --bench-compare arch: the variant built natively and cross-built

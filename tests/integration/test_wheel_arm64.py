@@ -16,7 +16,8 @@ saying so. bench/arm64_wheel_report.py measures the same for reports/arm64-wheel
 
 Cost on the 2-core dev machine (shared with an LLVM build): the root 6 s (apt, then kept in the cache), the two
 llvmprobe wheels 177 s together (zig builds its runtime for each target in their fresh work dirs), the verify
-rebuild 122 s: 5 minutes for the three CI tests, with the support trees given.
+rebuild 122 s: 5 minutes for the three CI tests, with the support trees given. The two tilec tests: 297 s, nearly
+all of it the two tilec wheels (the PTX comparison under qemu 8 s).
 """
 
 from __future__ import annotations

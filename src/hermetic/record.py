@@ -696,15 +696,21 @@ class PythonInfo:
     version: str
     implementation: str
     tag: str
-    executable: str | None = None  # the build venv's interpreter; absent from records written before it existed
+    executable: str | None = None  # the wheel's interpreter; absent from records written before it existed
+    # A cross-built wheel's: the architecture of `executable` (run under qemu-user) and this machine's Python
+    # that ran the build venv. Absent from native builds and records written before cross builds.
+    arch: str | None = None
+    build_executable: str | None = None
 
     @classmethod
     def from_json(cls, f: _Fields) -> PythonInfo:
-        return cls(f.string("version"), f.string("implementation"), f.string("tag"), f.opt_string("executable"))
+        return cls(f.string("version"), f.string("implementation"), f.string("tag"), f.opt_string("executable"),
+                   f.opt_string("arch"), f.opt_string("build_executable"))
 
     def as_json(self) -> dict[str, Any]:
         out = {"version": self.version, "implementation": self.implementation, "tag": self.tag}
-        return out | ({"executable": self.executable} if self.executable is not None else {})
+        extra = {"executable": self.executable, "arch": self.arch, "build_executable": self.build_executable}
+        return out | {k: v for k, v in extra.items() if v is not None}
 
 
 @dataclass(frozen=True)

@@ -61,13 +61,17 @@ class Platform:
     llvm_triple: str  # LLVM_HOST_TRIPLE of a cross build: what LLVM infers when built natively there
     emulator: tuple[str, ...]  # how another machine runs its programs: qemu-user with the cross loader/libc
     packages: tuple[str, ...]  # the Debian packages that provide the emulator
+    elf_machine: int  # e_machine of its ELF binaries: how a program (a foreign Python) tells its architecture
+    loader: str  # its dynamic loader, relative to a root (`qemu-user -L ROOT` runs the root's programs)
 
 
 PLATFORMS = {
     "amd64": Platform("amd64", "x86_64", ("x86_64", "amd64"), "x86_64-unknown-linux-gnu",
-                      ("qemu-x86_64-static", "-L", "/usr/x86_64-linux-gnu"), ("qemu-user-static", "libc6-amd64-cross")),
+                      ("qemu-x86_64-static", "-L", "/usr/x86_64-linux-gnu"), ("qemu-user-static", "libc6-amd64-cross"),
+                      62, "lib64/ld-linux-x86-64.so.2"),
     "arm64": Platform("arm64", "aarch64", ("aarch64", "arm64"), "aarch64-unknown-linux-gnu",
-                      ("qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"), ("qemu-user-static", "libc6-arm64-cross")),
+                      ("qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"), ("qemu-user-static", "libc6-arm64-cross"),
+                      183, "lib/ld-linux-aarch64.so.1"),
 }
 _GLIBC = re.compile(r"^2\.(\d+)$")
 _TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")
@@ -323,8 +327,9 @@ def for_build_machine(tc: Toolchain) -> Toolchain | None:
     return _replace_target(tc, f"{zig_arch(here)}-linux-gnu.{tc.glibc}")
 
 
-def emulator(arch: str) -> tuple[str, ...]:
-    """The command line that runs a program of `arch` on this machine: qemu-user and the cross loader/libc.
+def emulator(arch: str, root: Path | None = None) -> tuple[str, ...]:
+    """The command line that runs a program of `arch` on this machine: qemu-user and the cross loader/libc,
+    or (with `root`) the loader and libraries of that root, such as an arm64 Python's.
 
     Checked before a cross build starts, so a missing package fails in seconds, not after the compile.
     """
@@ -334,15 +339,41 @@ def emulator(arch: str) -> tuple[str, ...]:
     if qemu is None:
         raise EnvironmentError_(
             f"cannot run {arch} programs on this {machine_arch()} machine: {plat.emulator[0]} is not on PATH",
-            "a cross build's test_package runs under qemu-user", fix,
+            "a cross build's test_package and a foreign Python run under qemu-user", fix,
         )
-    sysroot = Path(plat.emulator[-1])
-    if not any(sysroot.glob("lib/ld-linux*.so*")):
+    sysroot = root if root is not None else Path(plat.emulator[-1])
+    if not (os.path.lexists(sysroot / plat.loader) or any(sysroot.glob("lib/ld-linux*.so*"))):
         raise EnvironmentError_(
             f"cannot run {arch} programs on this {machine_arch()} machine: {sysroot} holds no {arch} loader",
-            f"{plat.emulator[0]} -L {sysroot} takes the dynamic loader and glibc from there", fix,
+            f"{plat.emulator[0]} -L {sysroot} takes the dynamic loader ({plat.loader}) and glibc from there",
+            fix if root is None else f"make {sysroot} a complete {arch} root (README, \"The arm64 wheel\")",
         )
-    return (qemu, *plat.emulator[1:])
+    return (qemu, *plat.emulator[1:-1], str(sysroot))
+
+
+def elf_machine(header: bytes) -> int | None:
+    """e_machine of an ELF header (its first 20 bytes), or None when it is no ELF file."""
+    if len(header) < 20 or header[:4] != b"\x7fELF" or header[5] not in (1, 2):
+        return None
+    return int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+
+
+def binary_platform(path: Path) -> Platform | None:
+    """The platform whose programs `path` is (after symlinks), or None: no ELF file, or one of no known platform."""
+    try:
+        with open(path, "rb") as f:
+            machine = elf_machine(f.read(20))
+    except OSError:
+        return None
+    return next((p for p in PLATFORMS.values() if p.elf_machine == machine), None)
+
+
+def program_root(path: Path, plat: Platform) -> Path | None:
+    """The nearest directory above `path` holding `plat`'s loader: the root qemu-user runs it with (-L)."""
+    for d in Path(os.path.realpath(path)).parents:
+        if os.path.lexists(d / plat.loader):
+            return d
+    return None
 
 
 def for_root(root: Path, name: str | None = None, glibc: str | None = None) -> Toolchain:

@@ -509,7 +509,9 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     report.conditions["toolchain"] = tc.label
     python = _recorded_python(wrec)
     root = _fresh_dir(report.rebuild_dir, [art.wheel.parent])
-    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", toolchain=want.name, glibc=want.glibc or None)
+    # the architecture the wheel was built for: the toolchain's target (a cross-built wheel's is not this machine's)
+    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", toolchain=want.name, glibc=want.glibc or None,
+                                           arch=toolchain.target_arch(tc))
     with rebuild_conditions(report):
         job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse, python=python, warn=log)
         if job.toolchain.identity() != tc.identity():

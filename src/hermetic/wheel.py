@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -219,7 +220,8 @@ def wheel_toolchain(
     """
     catalog = toolchain.load(settings.toolchain_dir)
     if built_with is None:
-        tc = toolchain.select(catalog, settings.toolchain or HOST.name, settings.glibc)
+        arch = toolchain.zig_arch(settings.arch) if settings.arch else None
+        tc = toolchain.select(catalog, settings.toolchain or HOST.name, settings.glibc, arch)
         how = "selected" if settings.toolchain else "no record names a pinned toolchain"
         warn(
             f"wheel: warning: {prefix} has no hermetic build record, so nothing says which compiler built it; "
@@ -277,6 +279,7 @@ print(json.dumps({
     "headers": os.path.isfile(os.path.join(inc, "Python.h")) and os.path.isfile(cfg),
     "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
     "multiarch": bool(re.search(@MULTIARCH@, text)),
+    "machine": platform.machine(), "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or "",
 }))
 """
 _PROBE = _PROBE.replace("@MULTIARCH@", repr(MULTIARCH_INCLUDE))
@@ -294,6 +297,14 @@ class Interpreter:
     headers: bool  # Python.h and pyconfig.h are there
     free_threaded: bool = False
     multiarch: bool = False  # Debian's pyconfig.h, which includes <x86_64-linux-gnu/python3.X/pyconfig.h>
+    arch: str = ""  # the OCI architecture it runs on (amd64, arm64): the one its extensions are built for
+    ext_suffix: str = ""  # sysconfig's EXT_SUFFIX: .cpython-311-aarch64-linux-gnu.so
+    root: str = ""  # for an interpreter of another architecture: the root qemu-user runs it from (-L)
+
+    @property
+    def foreign(self) -> bool:
+        """Whether it runs only under an emulator here: its extensions are cross-built."""
+        return bool(self.root)
 
     @property
     def xy(self) -> tuple[int, int]:
@@ -323,18 +334,45 @@ def current_interpreter() -> Interpreter:
         headers=(Path(inc) / "Python.h").is_file() and cfg.is_file(),
         free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         multiarch=bool(re.search(MULTIARCH_INCLUDE, text)),
+        arch=toolchain.machine_arch(), ext_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""),
     )
 
 
+def interpreter_runner(path: str) -> tuple[tuple[str, ...], Path | None]:
+    """How to run the interpreter `path` here: directly, or (another architecture's) under qemu-user with the
+    root it lives in; that root, or None."""
+    plat = toolchain.binary_platform(Path(path))
+    if plat is None or plat.oci == toolchain.machine_arch():
+        return (), None
+    root = toolchain.program_root(Path(path), plat)
+    if root is None:
+        raise UsageError(
+            f"{path} is an {plat.oci} program, and no {plat.oci} root holds it",
+            f"this {toolchain.machine_arch()} machine runs it under {plat.emulator[0]} -L ROOT, ROOT being the nearest "
+            f"directory above it with the {plat.oci} loader {plat.loader}; there is none",
+            f"pass the python3.X of a whole {plat.oci} root of Debian's packages (README, \"The arm64 wheel\": "
+            "tests/debian_root.py makes one)",
+        )
+    return toolchain.emulator(plat.oci, root), root
+
+
 def probe_interpreter(path: str) -> Interpreter | None:
-    """What `path` is, asked of itself; None when it does not run (a pyenv shim of an inactive version)."""
+    """What `path` is, asked of itself (under qemu-user when it is another architecture's); None when it does not
+    run (a pyenv shim of an inactive version)."""
+    runner, root = interpreter_runner(path)
     try:
-        proc = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([*runner, path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=120)
         data = json.loads(proc.stdout) if proc.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
     if not isinstance(data, dict):
         return None
+    machine = str(data.pop("machine", "")).lower()
+    data["arch"] = next((p.oci for p in toolchain.PLATFORMS.values() if machine in p.machines), machine)
+    data["root"] = str(root) if root else ""
+    if root is not None and not Path(data["include"]).is_dir():
+        # qemu-user finds /usr/include/... in the root (-L); outside the emulator it is ROOT/usr/include/...
+        data["include"] = str(root / str(data["include"]).lstrip("/"))
     return Interpreter(**{k: data[k] for k in Interpreter.__dataclass_fields__})
 
 
@@ -355,7 +393,10 @@ def find_interpreters(search_path: str) -> list[Interpreter]:
             p = os.path.join(d or ".", n)
             if not os.access(p, os.X_OK):
                 continue
-            got = probe_interpreter(p)
+            try:
+                got = probe_interpreter(p)
+            except UsageError:
+                continue  # another architecture's program without its root: not a candidate
             if got is not None and got.executable not in found:
                 found[got.executable] = got
     return sorted(found.values(), key=lambda i: (i.xy, i.version, i.executable), reverse=True)
@@ -385,6 +426,30 @@ def resolve_interpreter(spec: str | None, search_path: str | None = None) -> Int
     return got
 
 
+def build_interpreter(target: Interpreter, search_path: str | None = None) -> Interpreter:
+    """The interpreter that runs the build (pip, scikit-build-core, CMake) of a wheel for `target`: `target`
+    itself, or for another architecture's a CPython of this machine of the same X.Y (and ABI)."""
+    if not target.foreign:
+        return target
+    xy = ".".join(str(x) for x in target.xy)
+    current = current_interpreter()
+    candidates = [current] if current.xy == target.xy else []
+    if not candidates:
+        path = shutil.which(f"python{xy}", path=search_path)
+        got = probe_interpreter(path) if path else None
+        candidates = [got] if got is not None else []
+    fits = [c for c in candidates if not c.foreign and c.xy == target.xy and c.free_threaded == target.free_threaded]
+    if not fits:
+        raise UsageError(
+            f"no Python {xy} of this {toolchain.machine_arch()} machine to run the build of a wheel for {target.executable}",
+            f"a wheel for {target.arch} is built by a Python {xy}{' (free-threaded)' if target.free_threaded else ''} "
+            f"of this machine (pip, scikit-build-core, CMake) against {target.executable}'s headers; "
+            f"hermetic runs on Python {current.version} and PATH has no python{xy}",
+            f"run hermetic with Python {xy}, or put python{xy} on PATH",
+        )
+    return fits[0]
+
+
 def project_py_api(project: Path) -> str:
     """The project's scikit-build-core `wheel.py-api` (cp312 for the stable ABI), or ''."""
     try:
@@ -406,6 +471,17 @@ def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
             f"no Python.h/pyconfig.h in {interp.include}; the extension is compiled against them",
             f"install them (Debian: apt-get install python{'.'.join(map(str, interp.xy))}-dev) or pick another "
             "interpreter (`hermetic wheel --python` lists them)",
+        )
+    want = toolchain.target_arch(tc)
+    if interp.arch and interp.arch != want:
+        raise UsageError(
+            f"{interp.executable} is an {interp.arch} interpreter; this wheel is for {want} ({tc.label})",
+            "the extension is compiled against the interpreter's headers and named by its EXT_SUFFIX, so both must be "
+            "the target's",
+            f"pass --python an {want} interpreter"
+            + ("" if want == toolchain.machine_arch() else
+               f": on this {toolchain.machine_arch()} machine, the python3.X of an {want} root of Debian's packages, "
+               "run under qemu-user (README, \"The arm64 wheel\")"),
         )
     if interp.multiarch and tc.kind == "zig" and multiarch_pyconfig(interp, tc) is None:
         raise UsageError(
@@ -448,11 +524,17 @@ class WheelJob:
     epoch: int
     toolchain_file: Path
     toolchain: toolchain.Toolchain = HOST
-    python: Interpreter = field(default_factory=current_interpreter)
+    python: Interpreter = field(default_factory=current_interpreter)  # the target: headers, EXT_SUFFIX, tag
     llvm_record: record.LLVMRecordRef | None = None  # the hermetic build record of the LLVM, when there is one
+    build_python: Interpreter | None = None  # runs the build venv; None: `python` (not cross-built)
+
+    @property
+    def runner(self) -> Interpreter:
+        """The interpreter of the build venv: this machine's."""
+        return self.build_python or self.python
 
     def venv_key(self, python: str) -> str:
-        data = [self.requirements.digest(), os.path.realpath(python), self.python.build]
+        data = [self.requirements.digest(), os.path.realpath(python), self.runner.build]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
 
 
@@ -484,7 +566,7 @@ def _no_spaces(**paths: Path) -> None:
 
 def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: tuple[str, ...], log: Log, log_path: Path) -> tuple[Path, bool]:
     """The build venv for these requirements and this interpreter; returns (venv, reused)."""
-    python = job.python.executable
+    python = job.runner.executable
     venv = settings.work_dir / "wheel" / "venv" / job.venv_key(python)
     marker = venv / "hermetic-venv.json"
     if marker.is_file():
@@ -514,7 +596,7 @@ def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: 
         env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True,
         fix=f"check the wheelhouse {job.wheelhouse} against {job.requirements.path} (`hermetic fetch` refills it)",
     )
-    record.write_json(marker, {"requirements": job.requirements.digest(), "python": job.python.build,
+    record.write_json(marker, {"requirements": job.requirements.digest(), "python": job.runner.build,
                                "executable": python})
     return venv, False
 
@@ -528,11 +610,15 @@ def plan(
     *,
     python: Interpreter | None = None,
     warn: Log = null_log,
+    search_path: str | None = None,
 ) -> WheelJob:
     """Resolve and validate everything a build needs, before anything runs.
 
-    The toolchain comes from the LLVM's build record (see wheel_toolchain); `python` is the interpreter
-    of the build venv (default: the one running hermetic).
+    The toolchain comes from the LLVM's build record (see wheel_toolchain), and so does the architecture
+    (`settings.arch` must say the same); `python` is the interpreter the wheel is for (default: the one
+    running hermetic). For another architecture's interpreter (run under qemu-user from its root) the
+    build venv is made from a Python of this machine of the same X.Y (found on `search_path`), and the
+    extension is cross-compiled against the target's headers.
     """
     wr = load_wheel_recipe(settings.recipes_dir)
     llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe, settings.llvm_version)
@@ -541,8 +627,10 @@ def plan(
     llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]))
     found = find_llvm_build(llvm.prefix, settings.work_dir)
     tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
+    _same_arch(settings, llvm.prefix, tc, found is not None)
     interp = python or current_interpreter()
     _usable(interp, tc)
+    runner = build_interpreter(interp, search_path)
     reqs = load_requirements(settings.root / wr.requirements)
     wh = (wheelhouse or wheelhouse_dir(settings)).resolve()
     require_wheelhouse(wh, reqs)
@@ -553,11 +641,33 @@ def plan(
         project=proj, llvm=llvm, output=(output or settings.work_dir / "wheels").absolute(), wheelhouse=wh,
         requirements=reqs, recipe=wr, epoch=llvm_rec.source_date_epoch, toolchain_file=toolchain_file,
         toolchain=tc, python=interp, llvm_record=_record_ref(*found) if found else None,
+        build_python=runner if runner is not interp else None,
     )
 
 
+def _same_arch(settings: Settings, prefix: Path, tc: toolchain.Toolchain, recorded: bool) -> None:
+    """`--arch` (default: this machine's) must be the architecture the LLVM was built for."""
+    built = toolchain.target_arch(tc)
+    if settings.arch and settings.arch != built:
+        said = f"its record says {tc.label}" if recorded else f"it is compiled with {tc.label}"
+        raise UsageError(
+            f"the LLVM at {prefix} is for {built}, the wheel for --arch {settings.arch}",
+            f"the wheel links that static LLVM, so both are one architecture; {said}"
+            + ("" if settings.arch != toolchain.machine_arch() else f"; --arch defaults to this machine's ({settings.arch})"),
+            f"pass --arch {built} (with an {built} --python) for that tree, or --llvm a tree built with "
+            f"`hermetic build llvm --arch {settings.arch}`",
+        )
+
+
 def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: Path | None = None) -> Path:
-    """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link."""
+    """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link;
+    for another architecture's interpreter, CMake's cross-compiling system and processor too."""
+    plat = toolchain.PLATFORMS[toolchain.target_arch(job.toolchain)]
+    cross = [
+        "# A cross build: the wheel's interpreter is another architecture's (run under qemu-user).",
+        "set(CMAKE_SYSTEM_NAME Linux)",
+        f"set(CMAKE_SYSTEM_PROCESSOR {plat.machines[0]})",
+    ] if job.python.foreign else []
     dest.write_text("\n".join([
         f"# Generated by hermetic for a wheel built with {job.toolchain.label}: do not edit.",
         f'include("{job.toolchain_file}")',
@@ -567,11 +677,34 @@ def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: 
         "foreach(kind EXE SHARED MODULE)",
         '  string(APPEND CMAKE_${kind}_LINKER_FLAGS_INIT " -Wl,--strip-debug")',
         "endforeach()",
+        *cross,
         *([f'string(APPEND CMAKE_C_FLAGS_INIT " -isystem {pyconfig}")',
            f'string(APPEND CMAKE_CXX_FLAGS_INIT " -isystem {pyconfig}")'] if pyconfig else []),
         "",
     ]))
     return dest
+
+
+def cross_settings(target: Interpreter) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """What makes scikit-build-core, run by this machine's Python, build for another architecture's `target`:
+    environment (the wheel's platform and the extension's suffix) and CMake cache entries (its headers)."""
+    if not target.foreign:
+        return {}, []
+    plat = toolchain.PLATFORMS[target.arch]
+    env = {
+        "_PYTHON_HOST_PLATFORM": f"linux-{plat.machines[0]}",  # the wheel's platform tag: linux_aarch64
+        "SETUPTOOLS_EXT_SUFFIX": target.ext_suffix,  # SKBUILD_SOABI, so nanobind names the module for the target
+    }
+    defines = [(f"{p}_INCLUDE_DIR", target.include) for p in ("Python", "Python3", "PYTHON")]
+    return env, defines
+
+
+def _cross_env(job: WheelJob) -> dict[str, str]:
+    return cross_settings(job.python)[0]
+
+
+def _cross_defines(job: WheelJob) -> list[tuple[str, str]]:
+    return cross_settings(job.python)[1]
 
 
 def _extract_binaries(wheel: Path, dest: Path) -> list[Path]:
@@ -602,6 +735,9 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     log(f"wheel: plan: {job.project} against LLVM {job.llvm.version} at {job.llvm.prefix}")
     log(f"wheel:   toolchain {tc.label}" + (" (the LLVM's, from its record)" if job.llvm_record else ""))
     log(f"wheel:   python {job.python.version} ({job.python.executable}), SOURCE_DATE_EPOCH {job.epoch}")
+    if job.build_python is not None:
+        log(f"wheel:   cross-built for {job.python.arch} ({job.python.executable} under qemu-user, root {job.python.root}); "
+            f"build venv from {job.runner.executable} ({job.runner.version}, {job.runner.arch})")
     log(f"wheel:   wheelhouse {job.wheelhouse} ({len(job.requirements.items)} pinned requirements)")
     log(f"wheel:   offline: {offline.reason}")
 
@@ -631,7 +767,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         "HERMETIC_PREFIX_MAPS": maps,
         "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
         "NINJA_STATUS": "[%f/%t] ",
-    }
+    } | _cross_env(job)
     cmake_toolchain = job.toolchain_file
     if tc.kind == "zig":
         # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
@@ -650,7 +786,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
             log(f"wheel:   Debian's multiarch pyconfig.h: {found[1]} alone, through {shim}")
         cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake", shim)
     defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(cmake_toolchain)),
-               *job.recipe.cmake_defines]
+               *_cross_defines(job), *job.recipe.cmake_defines]
     argv = [
         str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
         "--no-cache-dir", "-v", "--wheel-dir", str(stage), f"--config-settings=build-dir={build_dir}",
@@ -695,7 +831,8 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     if tc.kind == "zig":
         # The tag is the toolchain's glibc floor, as far as auditwheel's policy for it accepts the wheel.
         want = manylinux_platform(tc.glibc, tc.arch)
-        raw = _auditwheel_repair(tool, raw, want, base / "repaired", env, prefix, log_path)
+        runner = _foreign_auditwheel(job, venv) if job.python.foreign else None
+        raw = _auditwheel_repair(tool, raw, want, base / "repaired", env, prefix, log_path, runner)
         source = f"auditwheel repair --plat {want}"
         wheel = repack(raw, job.output, job.epoch)
     else:
@@ -721,7 +858,8 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         glibc_required=needs.get("GLIBC"),
         symbol_versions=tuple(sorted(needs.items())),
         python=record.PythonInfo(job.python.version, job.python.implementation, f"{wname.python}-{wname.abi}",
-                                 job.python.executable),
+                                 job.python.executable,
+                                 *((job.python.arch, job.runner.executable) if job.build_python else (None, None))),
         project=record.ProjectRef(name, str(job.project)),
         llvm=record.WheelLLVM(str(job.llvm.prefix), str(job.llvm.cmake_dir), job.llvm.version, job.llvm_record),
         source_date_epoch=job.epoch,
@@ -749,14 +887,40 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     return rec
 
 
+# auditwheel as a program, from the build venv's site-packages, run by another interpreter.
+_AUDITWHEEL_MAIN = "import sys; sys.path[:0] = [{site!r}]; sys.argv[0] = 'auditwheel'; from auditwheel.main import main; sys.exit(main())"
+
+
+def _foreign_auditwheel(job: WheelJob, venv: Path) -> tuple[str, ...]:
+    """The build venv's auditwheel run by the wheel's own interpreter under qemu-user.
+
+    `auditwheel repair` offers the policies of the machine it runs on (platform.machine()), so a wheel of
+    another architecture is tagged by the same pinned auditwheel as it runs there: the target's Python under
+    qemu-user, which says aarch64. auditwheel and its dependencies are pure Python.
+    """
+    sites = sorted(venv.glob("lib/python*/site-packages"))
+    if len(sites) != 1 or not (sites[0] / "auditwheel").is_dir():
+        raise EnvironmentError_(
+            f"the build venv {venv} has no auditwheel package to tag the {job.python.arch} wheel with",
+            "a cross-built wheel gets its manylinux tag from the pinned auditwheel, run under qemu-user",
+            "keep auditwheel in toolchain/build-requirements.txt and remove the venv so that it is made again",
+        )
+    runner, _ = interpreter_runner(job.python.executable)
+    return (*runner, job.python.executable, "-I", "-B", "-c", _AUDITWHEEL_MAIN.format(site=str(sites[0])))
+
+
 def _auditwheel_repair(
-    tool: str | None, raw: Path, plat: str, dest: Path, env: Mapping[str, str], prefix: tuple[str, ...], log_path: Path
+    tool: str | None, raw: Path, plat: str, dest: Path, env: Mapping[str, str], prefix: tuple[str, ...], log_path: Path,
+    runner: tuple[str, ...] | None = None,
 ) -> Path:
     """The wheel as `auditwheel repair --plat PLAT` writes it: accepted for that policy, or a BuildError.
 
     --only-plat: exactly the toolchain's floor, not a newer tag auditwheel might also allow; --patcher none:
     a self-contained extension needs no grafted library, so nothing may be patched (that would fail).
+    `runner` runs auditwheel instead of `tool` (another architecture's wheel: see _foreign_auditwheel).
     """
+    if runner is not None:
+        tool = shlex.join(runner)
     if tool is None:
         raise EnvironmentError_(
             "auditwheel is not available to vouch for the platform tag",
@@ -766,7 +930,8 @@ def _auditwheel_repair(
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     try:
-        sandbox.run([tool, "repair", "--plat", plat, "--only-plat", "--patcher", "none", "-w", str(dest), str(raw)],
+        argv = [*(runner or (tool,)), "repair", "--plat", plat, "--only-plat", "--patcher", "none", "-w", str(dest), str(raw)]
+        sandbox.run(argv,
                     what=f"tag the wheel {plat} with auditwheel repair", env=env, cwd=dest.parent, prefix=prefix,
                     log_path=log_path, quiet=True)
     except SubprocessFailed as exc:

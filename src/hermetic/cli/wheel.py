@@ -52,11 +52,13 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
             "hermetic wheel needs --llvm PREFIX", "the compiler core links a static LLVM 19",
             "pass --llvm with an install prefix (e.g. build/llvm/support/install/usr/lib64/llvm-support-19.1.7)",
         )
-    if settings.arch and settings.arch != machine_arch():
+    if settings.arch and settings.arch != machine_arch() and not args.python:
         raise UsageError(
-            f"hermetic wheel builds for this machine's architecture ({machine_arch()}), not {settings.arch}",
-            "a cross-built Python extension (headers and tag of another architecture) is not supported yet",
-            f"drop --arch/HERMETIC_ARCH, or build the wheel on a linux/{settings.arch} machine",
+            f"a wheel for {settings.arch} needs an {settings.arch} Python: --python",
+            f"hermetic runs on this {machine_arch()} machine's Python; the extension is compiled against the target "
+            "interpreter's headers and named by its EXT_SUFFIX",
+            f"pass --python ROOT/usr/bin/python3.X of an {settings.arch} root of Debian's packages, run under qemu-user "
+            "(README, \"The arm64 wheel\": tests/debian_root.py makes one)",
         )
     log = stderr_log(settings.quiet)
     python = wheel.resolve_interpreter(args.python, os.environ.get("PATH", "")) if args.python else None
@@ -68,6 +70,7 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         settings.wheelhouse,
         python=python,
         warn=stderr_log(),  # a warning is not progress: --quiet keeps it
+        search_path=os.environ.get("PATH", ""),
     )
     rec = wheel.build_wheel(settings, job, log)
     sbom, prov = attest_wheel(settings, job.output / rec.wheel)

@@ -4,8 +4,7 @@ Why distcc and not icecream. Our compiler is the pinned zig toolchain, run throu
 wrapper scripts (`zig c++ -target … "$@" -g0`); its identity is a wheel's sha256, not a compiler
 binary. icecream ships the compiler to the nodes as a tarball made by icecc-create-env, which knows
 gcc and clang binaries and their shared libraries, not zig's driver with its bundled headers; it also
-needs a scheduler, root (chroot) on every node and discovery by broadcast, and its daemons cannot be
-told apart on 127.0.0.x addresses of one machine. distcc sends preprocessed source to plain daemons
+needs a scheduler and root (for its chroot) on every node. distcc sends preprocessed source to plain daemons
 (`distccd --listen ADDR --port N`), which run the compiler *by name*. So hermetic names the compiler
 by its identity: `hermetic-<toolchain>-<digest>-c++`, the digest over the pinned toolchain's
 identity and the wrapper's text. A compile host has that name only if it set up the identical

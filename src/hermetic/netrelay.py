@@ -53,8 +53,8 @@ def _pump(src: socket.socket, dst: socket.socket, count: Callable[[int], None]) 
             data = src.recv(_BUF)
             if not data:
                 break
+            count(len(data))  # before passing it on: whoever reads the answer may read the counts next
             dst.sendall(data)
-            count(len(data))
     except OSError:
         pass
     finally:

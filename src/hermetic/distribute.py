@@ -38,7 +38,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,7 @@ def client_env(dist: Distribution, relayed: bool, state: Path, log: Path) -> dic
     }
 
 
+_EXEC = re.compile(r"^distcc\[(?P<pid>\d+)\] exec on (?P<host>[^\s:]+(?::\d+)?)[/:\s]")
 _DONE = re.compile(r"^distcc\[(?P<pid>\d+)\] compile (?P<src>\S+) on (?P<host>\S+) completed ok\s*$")
 _FELLBACK = re.compile(r"^distcc\[(?P<pid>\d+)\] .*failed to distribute")
 _RETRIED = re.compile(r"^distcc\[(?P<pid>\d+)\] .*remote compilation of .* failed, retrying locally")
@@ -293,25 +294,33 @@ _RETRIED = re.compile(r"^distcc\[(?P<pid>\d+)\] .*remote compilation of .* faile
 
 @dataclass(frozen=True)
 class ClientCounts:
-    remote: dict[str, int]  # per DISTCC_HOSTS address (host:port)
+    remote: dict[str, int]  # compiles completed, per DISTCC_HOSTS address (host:port)
     local: int  # compiles that ran on this machine (fallbacks and retries included)
     fallbacks: int  # compiles meant for a host that ran here instead: the host was unreachable, gone or backed off
     retried: int  # compiles that failed on a host and ran again here (a compile error, or a host without the compiler)
+    rerouted: int = 0  # compiles whose host failed them (went away, refused) and that another host compiled
+    failed: dict[str, int] = field(default_factory=dict)  # jobs sent to a host that did not come back from it
 
 
 def parse_client_log(text: str) -> ClientCounts:
-    """distcc's client log (DISTCC_LOG): where each compile completed, which fell back to here and why.
+    """distcc's client log (DISTCC_LOG): where each compile went and completed, which came back and why.
 
-    One distcc process compiles one file, so its pid ties a fallback to its reason.
+    One distcc process compiles one file, so its pid ties the attempts of one compile together:
+    Debian's distcc sends a compile whose host fails to another host, and only then compiles it here.
     """
     remote: dict[str, int] = {}
     local = 0
     fell: set[str] = set()
     retried: set[str] = set()
+    sent: dict[str, list[str]] = {}
+    done: dict[str, str] = {}
     for line in text.splitlines():
-        m = _DONE.match(line)
-        if m:
+        if m := _EXEC.match(line):
+            if m.group("host") != "localhost":
+                sent.setdefault(m.group("pid"), []).append(m.group("host"))
+        elif m := _DONE.match(line):
             host = m.group("host").split("/", 1)[0]
+            done[m.group("pid")] = host
             if host == "localhost":
                 local += 1
             else:
@@ -320,7 +329,16 @@ def parse_client_log(text: str) -> ClientCounts:
             retried.add(m.group("pid"))
         elif m := _FELLBACK.match(line):
             fell.add(m.group("pid"))
-    return ClientCounts(remote, local, len(fell - retried), len(retried))
+    failed: dict[str, int] = {}
+    rerouted = 0
+    for pid, hosts in sent.items():
+        finished = done.get(pid)
+        lost = hosts[:-1] if finished == hosts[-1] else hosts
+        for h in lost:
+            failed[h] = failed.get(h, 0) + 1
+        if lost and finished not in (None, "localhost"):
+            rerouted += 1
+    return ClientCounts(remote, local, len(fell - retried), len(retried), rerouted, failed)
 
 
 def summarize(
@@ -332,9 +350,11 @@ def summarize(
     for i, h in enumerate(dist.hosts):
         seen_as = f"127.0.0.1:{INSIDE_PORT + i}" if relayed else h.address
         hosts.append(CompileHostUse(h.address, h.slots, answered[i][0], answered[i][1],
-                                    counts.remote.get(seen_as, 0), refused.get(i, 0)))
+                                    counts.remote.get(seen_as, 0), refused.get(i, 0), counts.failed.get(seen_as, 0)))
     remote = sum(x.compiles for x in hosts)
     notes = []
+    if counts.rerouted:
+        notes.append(f"{counts.rerouted} compiles whose host failed them (went away or refused) were compiled on another host")
     if counts.fallbacks:
         notes.append(f"{counts.fallbacks} compiles fell back to this machine (a host was unreachable, went away or was "
                      "backed off after a failure)")
@@ -345,5 +365,5 @@ def summarize(
     return DistributedCompiles(
         hosts=tuple(hosts), reachable=reachable, distcc=distcc.path, distcc_version=distcc.version,
         compilers=tuple(compilers), jobs=jobs, remote=remote, local=counts.local, fallbacks=counts.fallbacks,
-        retried=counts.retried, note="; ".join(notes),
+        retried=counts.retried, rerouted=counts.rerouted, note="; ".join(notes),
     )

@@ -456,7 +456,10 @@ def _use_distribution(
         script.chmod(0o755)
         launchers[var] = str(script)
     relayed = offline.enforced
-    env.update(distribute.client_env(dist, relayed, base / "state", base / "client.log"))
+    # distcc's own log beside build.log (kept after the build): where each compile ran, and why any came back
+    client_log = new.parent / "distcc.log"
+    client_log.write_text("")
+    env.update(distribute.client_env(dist, relayed, base / "state", client_log))
     answered = [distribute.probe(h) for h in dist.hosts]
     # Unix socket paths are short (108 bytes): a directory of their own under /tmp, removed after the build.
     sockets = Path(tempfile.mkdtemp(prefix="hermetic-distcc-"))
@@ -475,7 +478,7 @@ def _use_distribution(
         log(f"build: compile host {h.spec}: " + (seen if ok else f"not answering ({seen}): its share compiles here"))
     log(f"build: compiles spread through {found.path} {found.version} as {wrappers['c++'].name} "
         f"(the hosts need `hermetic toolchain compile-host`)")
-    return _Spread(dist, launchers, relayed, relay, inside, answered, base / "client.log", reachable, found,
+    return _Spread(dist, launchers, relayed, relay, inside, answered, client_log, reachable, found,
                    tuple(p.name for p in wrappers.values()), jobs, sockets)
 
 

@@ -543,15 +543,16 @@ class CompileHostUse:
     seen: str  # how that probe went
     compiles: int  # compiles it completed (distcc's client log)
     refused: int  # connections it did not accept during the build (the relay's count; 0 without one)
+    failed: int  # jobs it was sent that did not come back from it (distcc's log): compiled elsewhere or here
 
     @classmethod
     def from_json(cls, f: _Fields) -> CompileHostUse:
         return cls(f.string("address"), f.integer("slots"), f.boolean("answered"), f.string("seen"),
-                   f.integer("compiles"), f.integer("refused"))
+                   f.integer("compiles"), f.integer("refused"), f.integer("failed"))
 
     def as_json(self) -> dict[str, Any]:
         return {"address": self.address, "slots": self.slots, "answered": self.answered, "seen": self.seen,
-                "compiles": self.compiles, "refused": self.refused}
+                "compiles": self.compiles, "refused": self.refused, "failed": self.failed}
 
 
 @dataclass(frozen=True)
@@ -568,6 +569,7 @@ class DistributedCompiles:
     local: int  # compiles run here (fallbacks included)
     fallbacks: int  # compiles meant for a host that ran here instead (a host was unreachable or went away)
     retried: int  # compiles that failed on a host and were compiled again here
+    rerouted: int  # compiles whose host failed them (went away, refused) that another host compiled
     note: str  # what the record reader should know: fallbacks, or that nothing went remote; else ""
 
     @classmethod
@@ -576,13 +578,14 @@ class DistributedCompiles:
             tuple(CompileHostUse.from_json(h) for h in f.objs("hosts")), f.string("reachable"), f.string("distcc"),
             f.string("distcc_version"), tuple(str(c) for c in f._typed("compilers", list, "a list")),
             f.integer("jobs"), f.integer("remote"), f.integer("local"), f.integer("fallbacks"), f.integer("retried"),
-            f.string("note"),
+            f.integer("rerouted"), f.string("note"),
         )
 
     def as_json(self) -> dict[str, Any]:
         return {"hosts": [h.as_json() for h in self.hosts], "reachable": self.reachable, "distcc": self.distcc,
                 "distcc_version": self.distcc_version, "compilers": list(self.compilers), "jobs": self.jobs,
-                "remote": self.remote, "local": self.local, "fallbacks": self.fallbacks, "retried": self.retried, "note": self.note}
+                "remote": self.remote, "local": self.local, "fallbacks": self.fallbacks, "retried": self.retried, "rerouted": self.rerouted,
+                "note": self.note}
 
 
 @dataclass(frozen=True)

@@ -191,36 +191,45 @@ distcc[1] cpp APInt.cpp on localhost completed ok
 distcc[1] compile APInt.cpp on 127.0.0.1:3632/2,lzo completed ok
 distcc[2] compile Path.cpp on 127.0.0.1:3633/2,lzo completed ok
 distcc[3] compile X.cpp on 127.0.0.1:3632/2,lzo completed ok
+distcc[4] exec on 127.0.0.1:3633/2,lzo: hermetic-zig-x-c++ -O3 -c Y.cpp -o Y.o
 distcc[4] ERROR: compile Y.cpp on 127.0.0.1:3633/2,lzo failed with exit code 126
 distcc[4] (dcc_build_somewhere) Warning: remote compilation of 'Y.cpp' failed, retrying locally
 distcc[4] Warning: failed to distribute Y.cpp to 127.0.0.1:3633/2,lzo, running locally instead
 distcc[4] compile Y.cpp on localhost completed ok
 distcc[5] (dcc_build_somewhere) Warning: failed to distribute, running locally instead
+distcc[5] exec on localhost: hermetic-zig-x-c++ -O3 -MD -MF Z.d -c Z.cpp -o Z.o
 distcc[5] compile Z.cpp on localhost completed ok
+distcc[6] exec on 127.0.0.1:3634/1,lzo: hermetic-zig-x-c++ -O3 -c W.cpp -o W.o
+distcc[6] (dcc_writex) ERROR: failed to write: Broken pipe
+distcc[6] (dcc_r_result_header) ERROR: server provided no answer. Is the server configured to allow access from your IP address?
+distcc[6] exec on 127.0.0.1:3633/2,lzo: hermetic-zig-x-c++ -O3 -c W.cpp -o W.o
+distcc[6] compile W.cpp on 127.0.0.1:3633/2,lzo completed ok
 """
 
 
 def test_the_client_log_says_where_each_compile_ran() -> None:
     counts = distribute.parse_client_log(CLIENT_LOG)
-    assert counts.remote == {"127.0.0.1:3632": 2, "127.0.0.1:3633": 1} and counts.local == 2
+    assert counts.remote == {"127.0.0.1:3632": 2, "127.0.0.1:3633": 2} and counts.local == 2
     assert (counts.fallbacks, counts.retried) == (1, 1)  # Y failed on its host; Z never got one
+    assert counts.rerouted == 1 and counts.failed == {"127.0.0.1:3633": 1, "127.0.0.1:3634": 1}  # W's host went away
 
 
 def _use(tmp_path: Path, relayed: bool = True) -> record.DistributedCompiles:
-    dist = parse_setting("127.0.0.2:36/2,127.0.0.3:37/2")
+    dist = parse_setting("127.0.0.2:36/2,127.0.0.3:37/2,127.0.0.4:38/1")
     assert dist is not None
     return distribute.summarize(
-        dist, relayed, [(True, "ok"), (False, "refused")], distribute.parse_client_log(CLIENT_LOG), {1: 3},
+        dist, relayed, [(True, "ok"), (False, "refused"), (True, "ok")], distribute.parse_client_log(CLIENT_LOG), {1: 3},
         "compile hosts …", distribute.Distcc("/usr/bin/distcc", "3.4"), ("hermetic-zig-x-cc", "hermetic-zig-x-c++"), 6,
     )
 
 
 def test_the_record_names_each_host_with_what_it_compiled(tmp_path: Path) -> None:
     use = _use(tmp_path)
-    assert [(h.address, h.compiles, h.refused, h.answered) for h in use.hosts] == [
-        ("127.0.0.2:36", 2, 0, True), ("127.0.0.3:37", 1, 3, False)]
-    assert (use.remote, use.local, use.fallbacks, use.retried) == (3, 2, 1, 1)
+    assert [(h.address, h.compiles, h.refused, h.failed, h.answered) for h in use.hosts] == [
+        ("127.0.0.2:36", 2, 0, 0, True), ("127.0.0.3:37", 2, 3, 1, False), ("127.0.0.4:38", 0, 0, 1, True)]
+    assert (use.remote, use.local, use.fallbacks, use.retried, use.rerouted) == (4, 2, 1, 1, 1)
     assert "1 compiles fell back" in use.note and "1 compiles failed on a host" in use.note
+    assert "1 compiles whose host failed them" in use.note
     direct = _use(tmp_path, relayed=False)  # without the relay, distcc's log names the hosts themselves
     assert direct.remote == 0 and direct.note.endswith("no compile went to a host")
 

@@ -144,7 +144,8 @@ def spread_build(
     base = tmp_path_factory.mktemp("distributed")
     work = base / "work"
     # zig's own runtime (libc++, crt) built by the local build, so only LLVM's compiles are left to spread
-    shutil.copytree(zig_support_install.parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
+    if (zig_support_install.parents[2] / "zig-cache").is_dir():
+        shutil.copytree(zig_support_install.parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
     daemons = [Distccd("127.0.0.2", base, compile_host), Distccd("127.0.0.3", base, compile_host),
                Distccd("127.0.0.4", base, compile_host, slots=1)]
     # what each daemon had compiled when it was killed: the third after 2, then the others after 60 together

@@ -16,12 +16,15 @@ import platform
 import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import buildtools, compile_cache, record, sandbox, toolchain
+from . import buildtools, compile_cache, distribute, netrelay, record, sandbox, toolchain
 from .digests import file_sha256
 from .errors import BuildError, EnvironmentError_, disk_full
 from .log import Log
@@ -265,36 +268,51 @@ def _build_into(
             quiet=True,
         )
     options = [f"-o=llvm/*:variant={variant.name}"] + [f"-o=llvm/*:{k}={v}" for k, v in variant.options]
+    # A distributed build keeps this machine's jobs busy and every host's slots filled.
+    jobs = settings.jobs + (settings.distribute.slots if settings.distribute else 0)
     confs = [
         f"-c=user.hermetic:source_archive={inputs.source_archive}",
         f"-c=user.hermetic:source_sha256={inputs.source_sha256}",
-        f"-c=tools.build:jobs={settings.jobs}",
+        f"-c=tools.build:jobs={jobs}",
         f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
     ]
     cache_use = None
     if settings.compile_cache:
         launcher, cache_use = _use_compile_cache(settings.compile_cache, tc, new, env, offline, log)
         confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(launcher)}")
+    spread: _Spread | None = None
+    if settings.distribute:
+        spread = _use_distribution(settings.distribute, tc, zig_root, settings.work_dir / "zig-cache", new, env, offline, jobs, log)
+        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(spread.launchers)}")
     if prepared.build_profile is not None:
         profiles = [f"-pr:h={profile}", f"-pr:b={prepared.build_profile}"]
     else:
         profiles = [f"-pr:a={profile}"]
     if emulator:
         confs.append(f"-c:h=user.hermetic:emulator={shlex.join(emulator)}")
-    log(f"build: llvm {recipe.version} variant {variant.name} with {settings.jobs} jobs (log: {log_path})")
-    sandbox.run(
-        [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs, "--build=missing", "--no-remote"],
-        what=f"build LLVM variant {variant.name}",
-        env=env,
-        cwd=new,
-        prefix=prefix,
-        log_path=log_path,
-        quiet=settings.quiet,
-        label=f"llvm-{variant.name}",
-        # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
-        # from 1: the phases cannot be named from the order, so the count goes unnamed.
-        phases=() if prepared.build_profile else ("compile", "install", "test_package"),
-    )
+    log(f"build: llvm {recipe.version} variant {variant.name} with {jobs} jobs (log: {log_path})")
+    with ExitStack() as stack:
+        step_prefix = prefix
+        if spread is not None:
+            stack.callback(shutil.rmtree, spread.sockets, True)
+        if spread is not None and spread.relayed:
+            stack.enter_context(spread.relay)
+            step_prefix = (*prefix, *spread.inside)
+        sandbox.run(
+            [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs,
+             "--build=missing", "--no-remote"],
+            what=f"build LLVM variant {variant.name}",
+            env=env,
+            cwd=new,
+            prefix=step_prefix,
+            log_path=log_path,
+            quiet=settings.quiet,
+            label=f"llvm-{variant.name}",
+            # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
+            # from 1: the phases cannot be named from the order, so the count goes unnamed.
+            phases=() if prepared.build_profile else ("compile", "install", "test_package"),
+        )
+    distributed = spread.finish(log) if spread is not None else None
     listing = sandbox.run(
         [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],
         what="find the built package", env=env, cwd=new, log_path=None, quiet=True,
@@ -332,7 +350,7 @@ def _build_into(
         source_date_epoch=epoch,
         offline=record.Offline(offline.enforced, offline.method, offline.reason),
         toolchain=record.ToolchainVersions.from_mapping(toolchain_versions(env)),
-        jobs=settings.jobs,
+        jobs=jobs,
         wall_time_s=round(wall, 1),
         started=iso_time(started),
         finished=iso_time(started + wall),
@@ -346,6 +364,7 @@ def _build_into(
         arch=arch,
         substitute_refused=substitute_refused,
         compile_cache=cache_use,
+        distributed=distributed,
     )
     record.write_record(new / "record.json", rec)
     if not keep_build:
@@ -382,6 +401,85 @@ def _use_compile_cache(
     network = "; no network besides (a fresh network namespace)" if offline.enforced else f"; and the network ({offline.reason})"
     use = record.CompileCacheUse(cache.shown, seen + network, answered, ccache.path, ccache.version, None)
     return {"CMAKE_C_COMPILER_LAUNCHER": ccache.path, "CMAKE_CXX_COMPILER_LAUNCHER": ccache.path}, use
+
+
+@dataclass
+class _Spread:
+    """A distributed build in progress: CMake's launchers, the relays, and what the record will say."""
+
+    dist: distribute.Distribution
+    launchers: dict[str, str]
+    relayed: bool
+    relay: netrelay.Outside
+    inside: tuple[str, ...]  # the step's prefix that runs it behind the inside relay
+    answered: list[tuple[bool, str]]
+    client_log: Path
+    reachable: str
+    distcc: distribute.Distcc
+    compilers: tuple[str, ...]
+    jobs: int
+    sockets: Path
+
+    def finish(self, log: Log) -> record.DistributedCompiles:
+        try:
+            text = self.client_log.read_text(errors="replace")
+        except OSError:
+            text = ""
+        counts = distribute.parse_client_log(text)
+        refused = {i: self.relay.counts[p].refused for i, (p, _, _) in enumerate(self.relay.routes)} if self.relayed else {}
+        use = distribute.summarize(self.dist, self.relayed, self.answered, counts, refused, self.reachable, self.distcc,
+                                   self.compilers, self.jobs)
+        log(f"build: {use.remote} compiles on the hosts ("
+            + ", ".join(f"{h.address}: {h.compiles}" for h in use.hosts) + f"), {use.local} here"
+            + (f"; {use.note}" if use.note else ""))
+        return use
+
+
+def _use_distribution(
+    dist: distribute.Distribution, tc: toolchain.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
+    env: dict[str, str], offline: sandbox.Offline, jobs: int, log: Log,
+) -> _Spread:
+    """Send the compiles to `dist`'s hosts through distcc: CMake's compiler launchers (Conan's conf), the
+    identity-named wrappers on the build's PATH (distcc preprocesses with them here), distcc's own state and
+    log under the build, and the relays that make the hosts, and nothing else, reachable from the namespace.
+    """
+    if zig_root is None:  # check_usable refused the host toolchain before the plan ran
+        raise EnvironmentError_("--distribute needs the pinned toolchain unpacked", "", "run `hermetic fetch`")
+    found = distribute.find_distcc(env.get("PATH"))
+    base = new / "distcc"
+    wrappers = distribute.write_wrappers(tc, zig_root, zig_cache, base / "bin")
+    env["PATH"] = f"{base / 'bin'}{os.pathsep}{env['PATH']}"
+    launchers = {}
+    for lang, var in (("cc", "CMAKE_C_COMPILER_LAUNCHER"), ("c++", "CMAKE_CXX_COMPILER_LAUNCHER")):
+        script = base / f"launch-{lang}"
+        script.write_text(distribute.launcher_script(found.path, Path(env["CXX" if lang == "c++" else "CC"]), wrappers[lang].name))
+        script.chmod(0o755)
+        launchers[var] = str(script)
+    relayed = offline.enforced
+    # distcc's own log beside build.log (kept after the build): where each compile ran, and why any came back
+    client_log = new.parent / "distcc.log"
+    client_log.write_text("")
+    env.update(distribute.client_env(dist, relayed, base / "state", client_log))
+    answered = [distribute.probe(h) for h in dist.hosts]
+    # Unix socket paths are short (108 bytes): a directory of their own under /tmp, removed after the build.
+    sockets = Path(tempfile.mkdtemp(prefix="hermetic-distcc-"))
+    routes = [(str(sockets / f"{i}.sock"), h.host, h.port) for i, h in enumerate(dist.hosts)]
+    relay = netrelay.Outside(routes)
+    inside = tuple(netrelay.argv(sys.executable, [(distribute.INSIDE_PORT + i, p) for i, (p, _, _) in enumerate(routes)]))
+    if relayed:
+        reachable = (
+            "compile hosts " + ", ".join(h.address for h in dist.hosts) + ", each through a Unix socket relayed to it "
+            "alone (127.0.0.1:" + ", :".join(str(distribute.INSIDE_PORT + i) for i in range(len(dist.hosts)))
+            + " inside the namespace); no network besides (a fresh network namespace)"
+        )
+    else:
+        reachable = "compile hosts " + ", ".join(h.address for h in dist.hosts) + f" directly, and the network ({offline.reason})"
+    for h, (ok, seen) in zip(dist.hosts, answered, strict=True):
+        log(f"build: compile host {h.spec}: " + (seen if ok else f"not answering ({seen}): its share compiles here"))
+    log(f"build: compiles spread through {found.path} {found.version} as {wrappers['c++'].name} "
+        f"(the hosts need `hermetic toolchain compile-host`)")
+    return _Spread(dist, launchers, relayed, relay, inside, answered, client_log, reachable, found,
+                   tuple(p.name for p in wrappers.values()), jobs, sockets)
 
 
 TEST_RUN = "run.json"  # what the test_package's test() writes into HERMETIC_TEST_OUTPUT

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import compile_cache, llvm, recipe, sources, steps, substitute, toolchain, wheel, wheelhouse
+from . import compile_cache, distribute, llvm, recipe, sources, steps, substitute, toolchain, wheel, wheelhouse
 from .digests import file_sha256
 from .errors import HermeticError, RegistryError, SourceError
 from .log import Log
@@ -89,6 +89,8 @@ def plan_all(
     if settings.compile_cache:
         # refused before anything runs: a TCP cache cannot be reached from the build's network namespace
         compile_cache.check_reachable(settings.compile_cache, settings.offline)
+    if settings.distribute:
+        distribute.check_usable(settings.distribute, tc, cross, settings.compile_cache is not None)
 
     # toolchain: the pinned compiler, fetched, verified and unpacked (the host's compiler is not fetched)
     if tc.kind == "host":
@@ -183,7 +185,8 @@ def plan_all(
 
     how = (f"linux/{arch}{f' cross-built on {toolchain.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
            f"offline={settings.offline}, toolchain {tc.label}"
-           + (f", compile cache {settings.compile_cache.shown} (ccache)" if settings.compile_cache else ""))
+           + (f", compile cache {settings.compile_cache.shown} (ccache)" if settings.compile_cache else "")
+           + (f", compiles spread over {settings.distribute.shown} (distcc)" if settings.distribute else ""))
     if done:
         build_step = Step("build", f"build llvm-{variant.name}", build_id, DONE, f"up to date: {done}", build)
     elif found:

@@ -534,6 +534,61 @@ class CompileCacheUse:
 
 
 @dataclass(frozen=True)
+class CompileHostUse:
+    """One compile host of a distributed build: what it was asked, what it compiled."""
+
+    address: str  # host:port as declared
+    slots: int  # jobs it was given at once
+    answered: bool  # whether it accepted a connection before the build started
+    seen: str  # how that probe went
+    compiles: int  # compiles it completed (distcc's client log)
+    refused: int  # connections it did not accept during the build (the relay's count; 0 without one)
+    failed: int  # jobs it was sent that did not come back from it (distcc's log): compiled elsewhere or here
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> CompileHostUse:
+        return cls(f.string("address"), f.integer("slots"), f.boolean("answered"), f.string("seen"),
+                   f.integer("compiles"), f.integer("refused"), f.integer("failed"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"address": self.address, "slots": self.slots, "answered": self.answered, "seen": self.seen,
+                "compiles": self.compiles, "refused": self.refused, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class DistributedCompiles:
+    """The compile hosts a build spread its compiles over (--distribute, distcc): never an input of the tree."""
+
+    hosts: tuple[CompileHostUse, ...]
+    reachable: str  # exactly what the build could reach: the relayed hosts, or the network without isolation
+    distcc: str
+    distcc_version: str
+    compilers: tuple[str, ...]  # the identity-named compilers the hosts were asked to run
+    jobs: int  # ninja's parallel jobs: this machine's plus the hosts' slots
+    remote: int  # compiles completed on a host
+    local: int  # compiles run here (fallbacks included)
+    fallbacks: int  # compiles meant for a host that ran here instead (a host was unreachable or went away)
+    retried: int  # compiles that failed on a host and were compiled again here
+    rerouted: int  # compiles whose host failed them (went away, refused) that another host compiled
+    note: str  # what the record reader should know: fallbacks, or that nothing went remote; else ""
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> DistributedCompiles:
+        return cls(
+            tuple(CompileHostUse.from_json(h) for h in f.objs("hosts")), f.string("reachable"), f.string("distcc"),
+            f.string("distcc_version"), tuple(str(c) for c in f._typed("compilers", list, "a list")),
+            f.integer("jobs"), f.integer("remote"), f.integer("local"), f.integer("fallbacks"), f.integer("retried"),
+            f.integer("rerouted"), f.string("note"),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {"hosts": [h.as_json() for h in self.hosts], "reachable": self.reachable, "distcc": self.distcc,
+                "distcc_version": self.distcc_version, "compilers": list(self.compilers), "jobs": self.jobs,
+                "remote": self.remote, "local": self.local, "fallbacks": self.fallbacks, "retried": self.retried, "rerouted": self.rerouted,
+                "note": self.note}
+
+
+@dataclass(frozen=True)
 class BuildRecord:
     """What `hermetic build llvm` built, from what, how: WORK_DIR/llvm/<variant>/record.json."""
 
@@ -566,6 +621,8 @@ class BuildRecord:
     substitute_refused: str | None = None
     # The shared compile cache the compiles ran through (--compile-cache), with its statistics for this build.
     compile_cache: CompileCacheUse | None = None
+    # The compile hosts the compiles were spread over (--distribute), with what each compiled.
+    distributed: DistributedCompiles | None = None
 
     @property
     def toolchain_ref(self) -> ToolchainRef:
@@ -585,6 +642,7 @@ class BuildRecord:
         toolchain = f.opt_obj("toolchain")
         toolchain_id = f.opt_obj("toolchain_id")
         cache = f.opt_obj("compile_cache")
+        distributed = f.opt_obj("distributed")
         return cls(
             toolchain_id=ToolchainRef.from_json(toolchain_id) if toolchain_id else None,
             recipe=RecipeRef.from_json(f.obj("recipe")),
@@ -610,6 +668,7 @@ class BuildRecord:
             substituted=f.opt_string("substituted"),
             substitute_refused=f.opt_string("substitute_refused"),
             compile_cache=CompileCacheUse.from_json(cache) if cache else None,
+            distributed=DistributedCompiles.from_json(distributed) if distributed else None,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -639,10 +698,11 @@ class BuildRecord:
             "substituted": self.substituted,
             "substitute_refused": self.substitute_refused,
             "compile_cache": self.compile_cache.as_json() if self.compile_cache else None,
+            "distributed": self.distributed.as_json() if self.distributed else None,
         }
         # absent from records written before they existed, and from builds that had no substitute or compile cache
         for late in ("toolchain", "toolchain_id", "arch", "started", "finished", "substituted", "substitute_refused",
-                     "compile_cache"):
+                     "compile_cache", "distributed"):
             if out[late] is None:
                 del out[late]
         return out

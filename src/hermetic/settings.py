@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .compile_cache import CompileCache, parse_setting
+from .distribute import Distribution
+from .distribute import parse_setting as parse_distribute
 from .errors import UsageError
 from .oci.reference import Substitute, parse_substitute
 from .toolchain import PLATFORMS, machine_arch
@@ -65,6 +67,8 @@ class Settings:
     substitutes: tuple[Substitute, ...] = ()  # registries asked for a finished build before building, in order
     # The shared compile cache the LLVM compiles run through (ccache's remote storage); never an input.
     compile_cache: CompileCache | None = None
+    # The compile hosts (distccd) the LLVM compiles are spread over; never an input either.
+    distribute: Distribution | None = None
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -108,6 +112,7 @@ _KEYS = {
     "arch": "ARCH",
     "substitutes": "SUBSTITUTES",
     "compile_cache": "COMPILE_CACHE",
+    "distribute": "DISTRIBUTE",
 }
 
 
@@ -186,6 +191,7 @@ def resolve(
         substitutes = parse_substitutes(merged.get("substitutes", ()))
     # --no-compile-cache wins over HERMETIC_COMPILE_CACHE and [tool.hermetic] the same way
     compile_cache = None if cli.get("no_compile_cache") else parse_setting(merged.get("compile_cache"))
+    distribute = None if cli.get("no_distribute") else parse_distribute(merged.get("distribute"))
 
     return Settings(
         root=root,
@@ -206,6 +212,7 @@ def resolve(
         arches=arches,
         substitutes=substitutes,
         compile_cache=compile_cache,
+        distribute=distribute,
     )
 
 

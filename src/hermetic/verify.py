@@ -367,8 +367,11 @@ def _rebuild_llvm(
             "toolchain/ must have changed)",
             "check out the commit the artifact was built from, then verify again",
         )
-    # Never through a compile cache: the rebuild is what checks a tree built with one (a poisoned entry shows here).
-    rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", compile_cache=None, llvm_version=rec.version)
+    # Never through a compile cache or compile hosts (a host's wrong compiler would show here too): the
+    # rebuild is what checks a tree built with one (a poisoned entry shows here). The recorded release.
+    rebuilt_settings = dataclasses.replace(
+        settings, work_dir=root / "work", compile_cache=None, distribute=None, llvm_version=rec.version
+    )
     # The recorded inputs are checked above; --from-release then builds the same recipe, variant and
     # toolchain from the release archive they were pruned from.
     report.conditions["source"] = f"release archive {src.archive.file} (--from-release)" if from_release else "as recorded"

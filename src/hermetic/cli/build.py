@@ -20,6 +20,7 @@ from .common import (
     Subparsers,
     add_command,
     add_compile_cache,
+    add_distribute,
     add_group,
     add_substitute,
     out,
@@ -80,6 +81,8 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     shown |= {k: v for k, v in (("substituted", result.substituted), ("substitute_refused", result.substitute_refused)) if v}
     if result.compile_cache and build.state != plan.DONE:
         shown["compile_cache"] = result.compile_cache.as_json()
+    if result.distributed and build.state != plan.DONE:
+        shown["distributed"] = result.distributed.as_json()
     out_json(shown)
     return 0
 
@@ -150,6 +153,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
     add_substitute(p)
     add_compile_cache(p)
+    add_distribute(p)
     p.set_defaults(func=cmd_build_llvm)
 
     p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
@@ -161,5 +165,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
     add_substitute(p)
     add_compile_cache(p)
+    add_distribute(p)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.
     p.set_defaults(func=cmd_all, multi_arch=True)

@@ -78,6 +78,19 @@ def add_compile_cache(parser: argparse.ArgumentParser) -> None:
                    help="compile without a shared cache, whatever HERMETIC_COMPILE_CACHE or pyproject say")
 
 
+def add_distribute(parser: argparse.ArgumentParser) -> None:
+    """--distribute / --no-distribute: the commands that build an LLVM tree (`build llvm`, `all`)."""
+    g = parser.add_argument_group("distributed compilation").add_mutually_exclusive_group()
+    g.add_argument(
+        "--distribute", dest="distribute", default=argparse.SUPPRESS, metavar="HOSTS",
+        help="spread the compiles over these distccd compile hosts, HOST[:PORT][/SLOTS] separated by commas; "
+             "each needs the identical pinned toolchain (`hermetic toolchain compile-host`); the build reaches "
+             "them and nothing else; never changes a digest (HERMETIC_DISTRIBUTE)",
+    )
+    g.add_argument("--no-distribute", dest="no_distribute", action="store_true", default=argparse.SUPPRESS,
+                   help="compile on this machine only, whatever HERMETIC_DISTRIBUTE or pyproject say")
+
+
 def add_command(
     subparsers: Subparsers, name: str, help: str, parents: Sequence[argparse.ArgumentParser] = ()
 ) -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import toolchain
+from .. import distribute, toolchain
 from ..digests import file_sha256
 from ..errors import UsageError, VerifyError
 from ..log import stderr_log
@@ -95,6 +95,27 @@ def cmd_slim(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_compile_host(args: argparse.Namespace, settings: Settings) -> int:
+    """Set this machine up as a compile host of distributed builds: the pinned toolchain and its named wrappers."""
+    log = stderr_log(settings.quiet)
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
+    if tc.kind != "zig":
+        raise UsageError(f"toolchain {tc.name} cannot serve distributed builds", "it is the machine's compiler, not a pinned file",
+                         "pass --toolchain NAME of a zig toolchain (the default)")
+    base = Path(args.dir).absolute()
+    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+    if zig_root is None:
+        raise UsageError(f"toolchain {tc.name} is not unpacked", "", "run `hermetic fetch`")
+    wrappers = distribute.write_wrappers(tc, zig_root, base / "zig-cache", base / "bin")
+    log(f"toolchain: {tc.label} from {zig_root}; compilers {', '.join(p.name for p in wrappers.values())} in {base / 'bin'}")
+    log(f"run distccd with them on its PATH, e.g.: PATH={base / 'bin'}:$PATH distccd --daemon --allow NETWORK/BITS; "
+        "distccd runs only compilers named in /usr/lib/distcc: "
+        + "; ".join(f"ln -sf {p} /usr/lib/distcc/{p.name}" for p in wrappers.values())
+        + f" (distccd runs as user distcc: it must read {zig_root} and write {base / 'zig-cache'})")
+    out(json.dumps({"toolchain": tc.label, "bin": str(base / "bin"), "compilers": [p.name for p in wrappers.values()]}))
+    return 0
+
+
 def register(subparsers: Subparsers, common: Common) -> None:
     sub = add_group(subparsers, "toolchain", "the pinned compilers: list them, derive the slim archive", "toolchain_command")
     p = add_command(sub, "list", "list the pinned toolchains with their files and sha256", [common.base])
@@ -107,3 +128,11 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--output", metavar="DIR",
                    help="where the archive and slim.json go; carry DIR and pass --mirror DIR (default: WORK_DIR/toolchains)")
     p.set_defaults(func=cmd_slim)
+    p = add_command(
+        sub, "compile-host",
+        "make this machine a compile host of distributed builds (--distribute): the verified pinned toolchain "
+        "and its identity-named compilers for distccd",
+        [common.build],
+    )
+    p.add_argument("dir", metavar="DIR", help="where the compilers (DIR/bin, for distccd's PATH) and zig's cache go")
+    p.set_defaults(func=cmd_compile_host)

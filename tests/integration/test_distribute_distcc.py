@@ -1,0 +1,229 @@
+"""Distributed compilation with the real distcc: distccd daemons on 127.0.0.2, .3, .4 and a real `support` build.
+
+The daemons run the compilers `hermetic toolchain compile-host` set up (the pinned zig toolchain under
+its identity-named wrappers). One zig `support` build is spread over three of them; one daemon is
+killed once it has compiled two files (distcc sends what it had to the other hosts), and the other
+two once they have compiled 60 together (the rest compile here). The tree must still be the one
+`zig_support_install` built locally, the record must say what each host compiled (as their own
+statistics count), what failed and went elsewhere or fell back here, and name exactly the hosts
+the build could reach.
+A daemon without the compiler is shown, on one small file, to get nothing built wrongly: distcc
+compiles the file here instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import hermetic
+from hermetic import distribute, toolchain
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port(addr: str) -> int:
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return int(s.getsockname()[1])
+
+
+class Distccd:
+    """One distccd on a loopback address, statistics on; started and killed by the test."""
+
+    def __init__(self, addr: str, base: Path, bin_dir: Path | None, slots: int = 2) -> None:
+        self.addr, self.slots = addr, slots
+        self.port, self.stats_port = _free_port(addr), _free_port(addr)
+        self.log = base / f"distccd-{addr}.log"
+        path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
+        # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
+        # namespace of its own it is uid 65534 there and keeps the file access of the user who started it.
+        userns = ["unshare", "--user"] if os.geteuid() == 0 else []
+        self.proc = subprocess.Popen(
+            [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(self.port),
+             "--allow", "127.0.0.0/8", "--jobs", str(slots), "--log-file", str(self.log), "--log-level", "info",
+             "--enable-tcp-insecure", "--stats", "--stats-port", str(self.stats_port)],
+            env={**os.environ, "PATH": path}, start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((addr, self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.kill()
+        raise AssertionError(f"distccd on {addr}:{self.port} did not start: {self.log.read_text() if self.log.exists() else ''}")
+
+    @property
+    def spec(self) -> str:
+        return f"{self.addr}:{self.port}/{self.slots}"
+
+    def compiled(self) -> int:
+        """distccd's own count of finished compiles (its statistics page)."""
+        with socket.create_connection((self.addr, self.stats_port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        for line in data.decode(errors="replace").splitlines():
+            if line.startswith("dcc_compile_ok "):
+                return int(line.split()[1])
+        raise AssertionError(f"no dcc_compile_ok in distccd's statistics: {data[:500]!r}")
+
+    def kill(self) -> None:
+        """SIGKILL to the daemon and its preforked children: gone at once, as a crashed host would be."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def compile_host(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
+    """A compile host's directory, set up as a user would: its bin/ goes on distccd's PATH."""
+    base = tmp_path_factory.mktemp("compile-host")
+    proc = hermetic("toolchain", "compile-host", str(base), "--cache", str(source_cache), "--toolchain", "zig")
+    names = json.loads(proc.stdout)["compilers"]
+    assert sorted(p.name for p in (base / "bin").iterdir()) == sorted(names)
+    return base / "bin"
+
+
+# -- one file through the real daemons: seconds ------------------------------------------------------------
+
+
+def test_a_host_without_the_compiler_builds_nothing_and_the_file_is_compiled_here(
+    tmp_path: Path, compile_host: Path, source_cache: Path
+) -> None:
+    tc = toolchain.for_root(ROOT)
+    zig = toolchain.unpacked(source_cache, tc)
+    assert zig is not None
+    wrappers = distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
+    (tmp_path / "a.cpp").write_text('#include <vector>\nint f(int n) { return (int)std::vector<int>(n).size(); }\n'
+                                    'const char *g() { return __FILE__; }\n')
+    local = ["-O2", "-MD", "-MF", "local.d", "-c", "a.cpp", "-o", "local.o"]
+    subprocess.run([str(wrappers["c++"]), *local], cwd=tmp_path, check=True)
+    with_compiler, without = Distccd("127.0.0.2", tmp_path, compile_host), Distccd("127.0.0.3", tmp_path, None)
+    try:
+        results = {}
+        for name, d in (("with", with_compiler), ("without", without)):
+            env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+            env |= distribute.client_env(distribute.Distribution((distribute.parse_host(d.spec),)), False,
+                                         tmp_path / f"state-{name}", tmp_path / f"{name}.log")
+            subprocess.run(["distcc", wrappers["c++"].name, distribute.DEPFILE_FLAG, "-O2", "-MD", "-MF", f"{name}.d",
+                            "-c", "a.cpp", "-o", f"{name}.o"], cwd=tmp_path, env=env, check=True)
+            results[name] = distribute.parse_client_log((tmp_path / f"{name}.log").read_text())
+        assert (tmp_path / "with.o").read_bytes() == (tmp_path / "local.o").read_bytes()
+        assert (tmp_path / "without.o").read_bytes() == (tmp_path / "local.o").read_bytes()
+        assert results["with"].remote == {f"127.0.0.2:{with_compiler.port}": 1} and with_compiler.compiled() == 1
+        assert results["without"].remote == {} and results["without"].retried == 1 and without.compiled() == 0
+    finally:
+        with_compiler.kill()
+        without.kill()
+
+
+# -- a real build over three hosts, one of them killed ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spread_build(
+    tmp_path_factory: pytest.TempPathFactory, compile_host: Path, source_cache: Path, zig_support_install: Path
+) -> Iterator[tuple[dict[str, Any], list[Distccd], int]]:
+    base = tmp_path_factory.mktemp("distributed")
+    work = base / "work"
+    # zig's own runtime (libc++, crt) built by the local build, so only LLVM's compiles are left to spread
+    if (zig_support_install.parents[2] / "zig-cache").is_dir():
+        shutil.copytree(zig_support_install.parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
+    daemons = [Distccd("127.0.0.2", base, compile_host), Distccd("127.0.0.3", base, compile_host),
+               Distccd("127.0.0.4", base, compile_host, slots=1)]
+    # what each daemon had compiled when it was killed: the third after 2, then the others after 60 together
+    killed: dict[str, int] = {}
+    done = threading.Event()
+
+    def kill_when_busy() -> None:
+        first, rest = daemons[2], daemons[:2]
+        while not done.wait(0.3):
+            try:
+                if not killed and first.compiled() >= 2:
+                    killed[first.addr] = first.compiled()
+                    first.kill()
+                elif killed and sum(counts := [d.compiled() for d in rest]) >= 60:
+                    for d, n in zip(rest, counts, strict=True):
+                        killed[d.addr] = n
+                        d.kill()
+                    return
+            except OSError:
+                continue
+
+    watcher = threading.Thread(target=kill_when_busy, daemon=True)
+    watcher.start()
+    try:
+        hermetic(
+            "build", "llvm", "--variant", "support", "--toolchain", "zig", "--work-dir", str(work), "--cache",
+            str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
+            "--distribute", ",".join(d.spec for d in daemons),
+        )
+        done.set()
+        watcher.join()
+        yield json.loads((work / "llvm" / "support" / "record.json").read_text()), daemons, killed
+    finally:
+        done.set()
+        for d in daemons:
+            d.kill()
+
+
+def test_a_distributed_build_has_the_tree_of_a_local_one(spread_build: Any, zig_support_install: Path) -> None:
+    rec, _, _ = spread_build
+    plain = json.loads(zig_support_install.read_text())
+    assert "distributed" not in plain
+    assert rec["tree"]["digest"] == plain["tree"]["digest"]
+    assert rec["inputs_digest"] == plain["inputs_digest"]  # so substitution and verify match either way
+
+
+def test_the_hosts_compiled_and_the_record_counts_it_as_they_do(spread_build: Any) -> None:
+    rec, daemons, killed = spread_build
+    d = rec["distributed"]
+    assert [h["address"] for h in d["hosts"]] == [f"{x.addr}:{x.port}" for x in daemons]
+    assert all(h["answered"] for h in d["hosts"]) and d["distcc"] == shutil.which("distcc")
+    for h, daemon in zip(d["hosts"], daemons, strict=True):
+        # as its statistics counted just before the kill: give or take the jobs of its slots (finished between
+        # the count and the kill, or finished with their answers never sent)
+        assert abs(h["compiles"] - killed[daemon.addr]) <= daemon.slots and h["compiles"] >= 1, (h, killed, daemon.log)
+    assert d["remote"] == sum(h["compiles"] for h in d["hosts"]) >= 60
+    assert d["jobs"] == (os.cpu_count() or 2) + 5 == rec["jobs"]
+    assert d["compilers"] == [distribute.compiler_name(toolchain.for_root(ROOT), lang) for lang in ("cc", "c++")]
+
+
+def test_hosts_that_die_mid_build_are_compiled_around_and_the_record_says_so(spread_build: Any) -> None:
+    rec, daemons, killed = spread_build
+    d = rec["distributed"]
+    assert sorted(killed) == sorted(x.addr for x in daemons), f"not every daemon was killed: {killed}"
+    first = d["hosts"][2]
+    # the first one went away while others lived: what it had (or was sent after) went to another host
+    assert first["refused"] + first["failed"] >= 1 and d["rerouted"] >= 1 and "on another host" in d["note"]
+    # then none was left: the rest compiled here
+    assert d["fallbacks"] >= 1 and "fell back to this machine" in d["note"]
+    assert d["local"] >= d["fallbacks"] and d["remote"] + d["local"] >= 180
+
+
+def test_the_record_names_exactly_what_the_build_could_reach(spread_build: Any) -> None:
+    rec, daemons, _ = spread_build
+    reachable = rec["distributed"]["reachable"]
+    addresses = ", ".join(f"{x.addr}:{x.port}" for x in daemons)
+    if rec["offline"]["enforced"]:
+        assert reachable.startswith(f"compile hosts {addresses}, each through a Unix socket relayed to it alone")
+        assert reachable.endswith("no network besides (a fresh network namespace)")
+    else:  # a machine without network namespaces: distcc reaches the hosts, and the network, directly
+        assert reachable.startswith(f"compile hosts {addresses} directly, and the network")

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import reportlib  # noqa: E402  (bench/, the script's own directory)
 from debian_root import make_root  # noqa: E402  (tests/debian_root.py, on the path above)
 from hermetic import toolchain  # noqa: E402
 
@@ -164,14 +164,7 @@ def main() -> None:
     }
     for side in (a, b, amd):
         side.pop("path")
-    text = json.dumps(report, indent=2) + "\n"
-    print(text)
-    if args.json:
-        args.json.write_text(text)
-    if args.keep:
-        print(f"kept {base}", file=sys.stderr)
-    else:
-        shutil.rmtree(base, ignore_errors=True)
+    reportlib.emit(report, args.json, base, args.keep)
     if not (report["arm64_wheel"]["same_sha256"] and report["ptx"]["identical"]):
         sys.exit("the two arm64 builds differ or the PTX differs: see the report")
 

@@ -16,13 +16,14 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import reportlib  # bench/: the script's own directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,14 +100,7 @@ def main() -> None:
         "warm": warm,
         "warm_to_cold": [round(w["wall_s"] / cold["wall_s"], 3) for w in warm],
     }
-    text = json.dumps(report, indent=2) + "\n"
-    print(text)
-    if args.json:
-        args.json.write_text(text)
-    if args.keep:
-        print(f"kept {base}", file=sys.stderr)
-    else:
-        shutil.rmtree(base, ignore_errors=True)
+    reportlib.emit(report, args.json, base, args.keep)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import reportlib  # bench/: the script's own directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,14 +166,7 @@ def main() -> None:
         "daemons_compile_ok": ok,
         "daemons_stats": per_daemon,
     }
-    text = json.dumps(report, indent=2) + "\n"
-    print(text)
-    if args.json:
-        args.json.write_text(text)
-    if args.keep:
-        print(f"kept {base}", file=sys.stderr)
-    else:
-        shutil.rmtree(base, ignore_errors=True)
+    reportlib.emit(report, args.json, base, args.keep)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ overhead (preprocessing here, the relays, lzo), never a speed-up.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import signal
@@ -79,17 +78,7 @@ def daemon_stats(addr: str, port: int) -> dict[str, str]:
 
 
 def build(work: Path, common: list[str], env: dict[str, str], extra: list[str]) -> dict[str, Any]:
-    work.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
-    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=work.parent, env=env, capture_output=True, text=True)
-    took = time.monotonic() - started
-    if proc.returncode != 0:
-        sys.exit(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    rec = json.loads((work / "llvm" / common[1] / "record.json").read_text())
-    return {"work_dir": str(work), "wall_s": round(took, 1), "build_wall_time_s": rec["wall_time_s"], "jobs": rec["jobs"],
-            "tree_digest": rec["tree"]["digest"], "inputs_digest": rec["inputs_digest"],
-            "distributed": rec.get("distributed")}
+    return reportlib.timed_build(work, common, env, extra, "distributed")
 
 
 def main() -> None:

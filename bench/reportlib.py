@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,3 +21,18 @@ def emit(report: dict[str, Any], json_path: Path | None, base: Path, keep: bool)
         print(f"kept {base}", file=sys.stderr)
     else:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[str], entry: str) -> dict[str, Any]:
+    """`hermetic build llvm COMMON --work-dir WORK EXTRA`, timed; its record's digests and `entry` (the
+    mechanism the bench measures: compile_cache, distributed, ...). common[1] is the variant."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
+    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=work.parent, env=env, capture_output=True, text=True)
+    took = time.monotonic() - started
+    if proc.returncode != 0:
+        sys.exit(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    rec = json.loads((work / "llvm" / common[1] / "record.json").read_text())
+    return {"work_dir": str(work), "wall_s": round(took, 1), "build_wall_time_s": rec["wall_time_s"], "jobs": rec["jobs"],
+            "tree_digest": rec["tree"]["digest"], "inputs_digest": rec["inputs_digest"], entry: rec.get(entry)}

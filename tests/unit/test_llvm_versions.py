@@ -82,3 +82,12 @@ def test_other_pools_are_the_same_path_under_each_archive() -> None:
     assert sources.other_pools(PRINT_URIS, "other.tar.xz", bases) == []
     main_only = "'http://archive.invalid/debian/pool/main/l/x/x.orig.tar.xz' x.orig.tar.xz 1 SHA256:00\n"
     assert sources.other_pools(main_only, "x.orig.tar.xz", ["http://archive.invalid/debian"]) == []
+
+
+def test_every_command_naming_a_build_takes_the_release() -> None:
+    from hermetic.cli.main import build_parser
+
+    parser = build_parser()
+    for argv in (["build", "llvm"], ["all"], ["fetch"], ["source", "prune"], ["image", "llvm"], ["wheel"]):
+        args = parser.parse_args([*argv, "--llvm-version", "22.1.8"])
+        assert args.llvm_version == "22.1.8", argv

@@ -217,6 +217,8 @@ def register(subparsers: Subparsers, common: Common) -> None:
 
     llvm = add_command(image_sub, "llvm", "an OCI image layout of a built LLVM variant", [common.base])
     llvm.add_argument("--variant", default=argparse.SUPPRESS, help="variant to package (default: the configured variant)")
+    llvm.add_argument("--llvm-version", dest="llvm_version", default=argparse.SUPPRESS,
+                      help="the release whose build to package (HERMETIC_LLVM_VERSION; the recipe's default)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(

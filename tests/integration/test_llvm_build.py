@@ -65,7 +65,8 @@ def _cmake_project(tmp_path: Path, llvm_dir: Path) -> str:
     build = tmp_path / "consumer"
     src = ROOT / "recipes" / "llvm" / "test_package"
     subprocess.run(
-        ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DLLVM_DIR={llvm_dir}", "-DCMAKE_BUILD_TYPE=Release"],
+        ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DLLVM_DIR={llvm_dir}", "-DCMAKE_BUILD_TYPE=Release",
+         "-DEXPECTED_LLVM_VERSION=19.1.7"],
         check=True, capture_output=True, text=True,
     )
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, text=True)

@@ -99,8 +99,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs (printed)")
     args = ap.parse_args()
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_") or k == "HERMETIC_CACHE"}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env = reportlib.clean_env(ROOT)
     env["HERMETIC_JOBS"] = str(args.jobs)
     base = Path(tempfile.mkdtemp(prefix="hermetic-arm64-wheel-"))
     load_before = os.getloadavg()

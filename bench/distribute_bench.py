@@ -95,8 +95,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temporary dirs (printed)")
     args = ap.parse_args()
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_") or k == "HERMETIC_CACHE"}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env = reportlib.clean_env(ROOT)
     base = Path(tempfile.mkdtemp(prefix="hermetic-distcc-bench-"))
     host_dir = base / "compile-host"
     subprocess.run([sys.executable, "-m", "hermetic", "toolchain", "compile-host", str(host_dir), "--toolchain", args.toolchain,

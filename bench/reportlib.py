@@ -4,6 +4,7 @@ their scratch directory (--keep)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,3 +37,11 @@ def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[
     rec = json.loads((work / "llvm" / common[1] / "record.json").read_text())
     return {"work_dir": str(work), "wall_s": round(took, 1), "build_wall_time_s": rec["wall_time_s"], "jobs": rec["jobs"],
             "tree_digest": rec["tree"]["digest"], "inputs_digest": rec["inputs_digest"], entry: rec.get(entry)}
+
+
+def clean_env(root: Path) -> dict[str, str]:
+    """The environment a bench runs hermetic in: none of the caller's HERMETIC_ settings but the cache,
+    and this checkout's src first on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_") or k == "HERMETIC_CACHE"}
+    env["PYTHONPATH"] = str(root / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,3 +39,44 @@ def resolve_in_project(tmp_path: Path, cli: dict[str, Any] | None = None, env: d
     shutil.copytree(ROOT / "recipes", root / "recipes")
     (root / "pyproject.toml").write_text(f"[tool.hermetic]\n{table}\n")
     return resolve({"root": str(root), **(cli or {})}, env or {}, tmp_path)
+
+
+# --- another user ---------------------------------------------------------------------------------------
+
+OTHER_UID = 64123  # a uid with no account: nothing of the machine's users is touched
+
+
+def _blocked(path: Path, uid: int) -> Path | None:
+    """The highest directory above `path` that `uid` may not pass through (no search permission), if any."""
+    for d in reversed([path, *path.parents]):
+        st = d.stat()
+        if d.is_dir() and st.st_uid != uid and not st.st_mode & 0o001:
+            return d
+    return None
+
+
+def as_user(argv: list[str], uid: int = OTHER_UID, reach: tuple[Path, ...] = ()) -> list[str]:
+    """`argv` run as `uid` (gid the same, no groups) with the paths in `reach` reachable where they are.
+
+    A directory such as /root (mode 0700) hides this Python or the checkout from another user. Rather than
+    opening it up, a private mount namespace covers each such directory with an empty one (mode 0755) and
+    binds back just the paths in `reach`: the other user then reaches those paths, with their own
+    permissions, and nothing else of what was hidden. Needs root (the tests run as root, as CI does).
+    """
+    binds: list[tuple[Path, Path]] = []  # (the path, the directory that hides it)
+    for p in dict.fromkeys(Path(os.path.realpath(x)) for x in reach):
+        top = _blocked(p, uid)
+        if top is not None:
+            binds.append((p, top))
+    user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+    if not binds:
+        return user
+    script = ["set -e", 'keep=$(mktemp -d /tmp/hermetic-view-XXXXXX)']
+    for i, (p, _) in enumerate(binds):
+        script += [f'mkdir "$keep/{i}"', f'mount --bind {shlex.quote(str(p))} "$keep/{i}"']
+    for top in dict.fromkeys(t for _, t in binds):
+        script.append(f"mount -t tmpfs -o mode=0755 hermetic-view {shlex.quote(str(top))}")
+    for i, (p, _) in enumerate(binds):
+        script += [f"mkdir -p {shlex.quote(str(p))}", f'mount --bind "$keep/{i}" {shlex.quote(str(p))}']
+    script.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script), "as-user", *user]

@@ -25,7 +25,10 @@ and nothing of a build is left behind on the machine but the shared cache.
 
 from __future__ import annotations
 
+import grp
 import hashlib
+import os
+import pwd
 import re
 import shutil
 import socket
@@ -130,6 +133,91 @@ def check_reachable(cache: CompileCache, offline: str) -> None:
     )
 
 
+def _mode(p: Path) -> str:
+    """`srwxrwx--- root:redis`: a path's type, mode and owners, as `ls -l` shows them."""
+    st = p.stat()
+    try:
+        user = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        user = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return f"{stat.filemode(st.st_mode)} {user}:{group}"
+
+
+def _who() -> str:
+    return f"uid {os.getuid()} (groups {', '.join(str(g) for g in sorted({os.getgid(), *os.getgroups()}))})"
+
+
+def read_only(cache: CompileCache) -> bool:
+    """Whether the URL carries ccache's `read-only` attribute: hits only, nothing written."""
+    return "read-only" in cache.url.partition("|")[2].split("|")
+
+
+def check_access(cache: CompileCache) -> None:
+    """Refuse a local cache this user may not use, before anything runs.
+
+    A cache that is down (no socket, Redis not running) is no error: the build runs without it and the
+    record says so. A permission problem is a setting that stays wrong: every compile would run uncached and
+    ccache would only count errors, so it is refused with what to change. Another user of a shared cache
+    needs: for a Unix socket, search permission on its directories and write permission on the socket
+    (redis.conf `unixsocketperm 770` and a group both users are in, or 777); for a directory, read and
+    search permission (hits), and write permission unless the URL says `|read-only`.
+    """
+    if not cache.local:
+        return
+    p = Path(cache.path)
+    what = f"compile cache {cache.shown}"
+    exists = p.exists()  # False also where a directory above may not be entered: found next
+    # the nearest directory above that this user cannot search hides the cache from it
+    for d in reversed(p.parents):
+        if d.exists() and not os.access(d, os.X_OK):
+            raise EnvironmentError_(
+                f"{what} cannot be reached by {_who()}",
+                f"this user may not enter {d} ({_mode(d)}), which holds the cache",
+                f"give the user search permission on {d} (chmod o+x, or a group both users are in with g+x), "
+                "or build without it (--no-compile-cache)",
+            )
+    if cache.scheme == "redis+unix":
+        if exists and stat.S_ISSOCK(p.stat().st_mode) and not os.access(p, os.W_OK):
+            raise EnvironmentError_(
+                f"{what} cannot be reached by {_who()}",
+                f"connecting to a Unix socket needs write permission on it, and {p} is {_mode(p)}",
+                "let the build's user write to the socket: redis.conf `unixsocketperm 770` with a group both users "
+                "are in (`unixsocketgroup`, Redis 7, or the group of the directory with its setgid bit), or "
+                "`unixsocketperm 777` on a machine whose users may all share the cache; or --no-compile-cache",
+            )
+        return
+    if not exists:
+        parent = next((d for d in p.parents if d.exists()), Path("/"))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise EnvironmentError_(
+                f"{what} does not exist and {_who()} cannot create it",
+                f"ccache would create {p}, but {parent} is {_mode(parent)}",
+                f"create {p} for the users who share it (e.g. mkdir -m 2775 with a shared group, and `|umask=002` on "
+                "the URL), or build without it (--no-compile-cache)",
+            )
+        return
+    if not p.is_dir():
+        raise EnvironmentError_(f"{what} is not a directory", f"{p} is {_mode(p)}",
+                                "name a directory (file:///DIR) or build without it (--no-compile-cache)")
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise EnvironmentError_(
+            f"{what} cannot be read by {_who()}",
+            f"hits need read and search permission on {p}, which is {_mode(p)}",
+            f"give the user read access (chmod -R o+rX {p}, or a group both users are in), or --no-compile-cache",
+        )
+    if not read_only(cache) and not os.access(p, os.W_OK):
+        raise EnvironmentError_(
+            f"{what} cannot be written by {_who()}",
+            f"{p} is {_mode(p)}: ccache would take hits from it but fail to store every miss",
+            f"add `|read-only` to the URL to take hits only (--compile-cache 'file://{p}|read-only'), or let the user "
+            "write (a group both users are in, mode 2775, and `|umask=002` on every writer's URL)",
+        )
+
+
 def probe(cache: CompileCache, timeout: float = 2.0) -> tuple[bool, str]:
     """Whether the cache answers before the build starts, and how it looked; never raises.
 
@@ -225,7 +313,8 @@ def compiler_check(toolchain_identity: Mapping[str, str], wrappers: str) -> str:
 
 
 def write_config(
-    conf_dir: Path, cache: CompileCache, base_dir: Path, check: str, compiler_type: str | None
+    conf_dir: Path, cache: CompileCache, base_dir: Path, check: str, compiler_type: str | None,
+    prefix_command: Path | None = None,
 ) -> Path:
     """The build's own ccache.conf (CCACHE_CONFIGPATH): a fresh local directory, the shared remote storage only."""
     conf_dir.mkdir(parents=True, exist_ok=True)
@@ -242,6 +331,9 @@ def write_config(
     ]
     if compiler_type:
         lines.append(f"compiler_type = {compiler_type}")
+    if prefix_command is not None:
+        # the compile of a miss (never the preprocessing of the key) runs through it: distcc, to the hosts
+        lines.append(f"prefix_command = {prefix_command}")
     path = conf_dir / "ccache.conf"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -275,3 +367,15 @@ def parse_stats(text: str) -> CacheStats:
         # everything else ccache counts is a call it did not serve from or store in the cache
         uncacheable=sum(v for k, v in c.items() if k not in _COUNTED),
     )
+
+
+def failure_note(answered: bool, stats: CacheStats | None) -> str:
+    """What the record says when the cache failed the build: from ccache's own counters, how many compiles
+    could not use it and so ran here. "" when it served the whole build."""
+    if stats is None or not stats.remote_errors:
+        return "" if answered else "the cache did not answer when the build started"
+    # ccache gives up on the storage for the rest of a compile at its first error: one error a compile
+    when = "during the build" if answered else "from the start"
+    return (f"the cache failed {when}: ccache counted {stats.remote_errors} remote storage errors or timeouts, "
+            f"compiles that could not use it and ran here uncached ({stats.misses} compiles ran in all, "
+            f"{stats.hits} were cache hits); the tree does not depend on it")

@@ -276,14 +276,20 @@ def _build_into(
         f"-c=tools.build:jobs={jobs}",
         f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
     ]
-    cache_use = None
-    if settings.compile_cache:
-        launcher, cache_use = _use_compile_cache(settings.compile_cache, tc, new, env, offline, log)
-        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(launcher)}")
+    launchers: dict[str, str] = {}
     spread: _Spread | None = None
     if settings.distribute:
         spread = _use_distribution(settings.distribute, tc, zig_root, settings.work_dir / "zig-cache", new, env, offline, jobs, log)
-        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(spread.launchers)}")
+        launchers = spread.launchers
+    cache_use = None
+    if settings.compile_cache:
+        # With compile hosts too, ccache comes first and sends only its misses on, through distcc (its
+        # prefix_command): a hit costs no host anything, and the key is the same either way.
+        launchers, cache_use = _use_compile_cache(
+            settings.compile_cache, tc, new, env, offline, log, spread.launch if spread is not None else None
+        )
+    if launchers:
+        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(launchers)}")
     if prepared.build_profile is not None:
         profiles = [f"-pr:h={profile}", f"-pr:b={prepared.build_profile}"]
     else:
@@ -319,7 +325,10 @@ def _build_into(
     )
     if cache_use is not None:
         stats = sandbox.run(["ccache", "--print-stats"], what="read ccache's statistics", env=env, cwd=new, quiet=True)
-        cache_use = dataclasses.replace(cache_use, stats=compile_cache.parse_stats(stats))
+        counted = compile_cache.parse_stats(stats)
+        note = compile_cache.failure_note(cache_use.answered, counted)
+        cache_use = dataclasses.replace(cache_use, stats=counted, note=note)
+        log(f"build: compile cache: {counted.hits} hits, {counted.misses} misses" + (f"; {note}" if note else ""))
     pkg_ids = _package_ids(listing, recipe.version)
     if len(pkg_ids) != 1:
         raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
@@ -378,11 +387,12 @@ def _build_into(
 
 def _use_compile_cache(
     cache: compile_cache.CompileCache, tc: toolchain.Toolchain, new: Path, env: dict[str, str],
-    offline: sandbox.Offline, log: Log,
+    offline: sandbox.Offline, log: Log, prefix: Path | None = None,
 ) -> tuple[dict[str, str], record.CompileCacheUse]:
     """Run the compiles through ccache with `cache` as its remote storage: CMake's compiler launchers, set
     through Conan's conf, and a ccache.conf of this build's own (env CCACHE_CONFIGPATH; the host's CCACHE_*
-    variables never reach the build). Returns the launcher variables and the record's entry, stats to come.
+    variables never reach the build). `prefix`: the distributed build's launcher, which ccache runs its
+    misses' compiles through. Returns the launcher variables and the record's entry, stats to come.
     """
     ccache = compile_cache.find_ccache(cache, env.get("PATH"))
     answered, seen = compile_cache.probe(cache)
@@ -394,12 +404,13 @@ def _use_compile_cache(
         wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache")).items()))
     conf = compile_cache.write_config(
         new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), wrappers),
-        compiler_type="clang" if tc.kind != "host" else None,
+        compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,
     )
     env["CCACHE_CONFIGPATH"] = str(conf)
     # What the build could reach: the cache, and the network only where it ran without isolation.
     network = "; no network besides (a fresh network namespace)" if offline.enforced else f"; and the network ({offline.reason})"
-    use = record.CompileCacheUse(cache.shown, seen + network, answered, ccache.path, ccache.version, None)
+    use = record.CompileCacheUse(cache.shown, seen + network, answered, ccache.path, ccache.version, None,
+                                 misses_to="the compile hosts (--distribute), through distcc" if prefix else "")
     return {"CMAKE_C_COMPILER_LAUNCHER": ccache.path, "CMAKE_CXX_COMPILER_LAUNCHER": ccache.path}, use
 
 
@@ -419,6 +430,7 @@ class _Spread:
     compilers: tuple[str, ...]
     jobs: int
     sockets: Path
+    launch: Path  # the launcher script (also ccache's prefix_command behind a compile cache)
 
     def finish(self, log: Log) -> record.DistributedCompiles:
         try:
@@ -449,12 +461,11 @@ def _use_distribution(
     base = new / "distcc"
     wrappers = distribute.write_wrappers(tc, zig_root, zig_cache, base / "bin")
     env["PATH"] = f"{base / 'bin'}{os.pathsep}{env['PATH']}"
-    launchers = {}
-    for lang, var in (("cc", "CMAKE_C_COMPILER_LAUNCHER"), ("c++", "CMAKE_CXX_COMPILER_LAUNCHER")):
-        script = base / f"launch-{lang}"
-        script.write_text(distribute.launcher_script(found.path, Path(env["CXX" if lang == "c++" else "CC"]), wrappers[lang].name))
-        script.chmod(0o755)
-        launchers[var] = str(script)
+    launch = base / "launch"
+    launch.write_text(distribute.launcher_script(
+        found.path, {Path(env["CC"]): wrappers["cc"].name, Path(env["CXX"]): wrappers["c++"].name}))
+    launch.chmod(0o755)
+    launchers = {"CMAKE_C_COMPILER_LAUNCHER": str(launch), "CMAKE_CXX_COMPILER_LAUNCHER": str(launch)}
     relayed = offline.enforced
     # distcc's own log beside build.log (kept after the build): where each compile ran, and why any came back
     client_log = new.parent / "distcc.log"
@@ -479,7 +490,7 @@ def _use_distribution(
     log(f"build: compiles spread through {found.path} {found.version} as {wrappers['c++'].name} "
         f"(the hosts need `hermetic toolchain compile-host`)")
     return _Spread(dist, launchers, relayed, relay, inside, answered, client_log, reachable, found,
-                   tuple(p.name for p in wrappers.values()), jobs, sockets)
+                   tuple(p.name for p in wrappers.values()), jobs, sockets, launch)
 
 
 TEST_RUN = "run.json"  # what the test_package's test() writes into HERMETIC_TEST_OUTPUT

@@ -89,8 +89,10 @@ def plan_all(
     if settings.compile_cache:
         # refused before anything runs: a TCP cache cannot be reached from the build's network namespace
         compile_cache.check_reachable(settings.compile_cache, settings.offline)
+        # and one this user may not use (permissions stay wrong, unlike a cache that is down)
+        compile_cache.check_access(settings.compile_cache)
     if settings.distribute:
-        distribute.check_usable(settings.distribute, tc, cross, settings.compile_cache is not None)
+        distribute.check_usable(settings.distribute, tc)
 
     # toolchain: the pinned compiler, fetched, verified and unpacked (the host's compiler is not fetched)
     if tc.kind == "host":

@@ -521,16 +521,23 @@ class CompileCacheUse:
     ccache: str  # the ccache that ran the compiles: path and version
     ccache_version: str
     stats: CacheStats | None  # None when ccache's statistics could not be read
+    # Where the cache failed the build (down at the start, or gone during it): how many compiles ran here
+    # without it, from ccache's counters. Absent from records where it served every compile.
+    note: str = ""
+    # The compile hosts behind the cache (--distribute too): its misses were compiled there, through distcc.
+    misses_to: str = ""
 
     @classmethod
     def from_json(cls, f: _Fields) -> CompileCacheUse:
         stats = f.opt_obj("stats")
         return cls(f.string("url"), f.string("reachable"), f.boolean("answered"), f.string("ccache"),
-                   f.string("ccache_version"), CacheStats.from_json(stats) if stats else None)
+                   f.string("ccache_version"), CacheStats.from_json(stats) if stats else None,
+                   f.opt_string("note") or "", f.opt_string("misses_to") or "")
 
     def as_json(self) -> dict[str, Any]:
-        return {"url": self.url, "reachable": self.reachable, "answered": self.answered, "ccache": self.ccache,
-                "ccache_version": self.ccache_version, "stats": self.stats.as_json() if self.stats else None}
+        out = {"url": self.url, "reachable": self.reachable, "answered": self.answered, "ccache": self.ccache,
+               "ccache_version": self.ccache_version, "stats": self.stats.as_json() if self.stats else None}
+        return out | ({"note": self.note} if self.note else {}) | ({"misses_to": self.misses_to} if self.misses_to else {})
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,9 @@ class Report:
     diffoscope: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     kept: bool = True
+    # What besides this machine's compiler made the recorded artifact's objects (a compile cache, compile hosts):
+    # on a mismatch, the likely cause and what to do about it, in place of "not reproducible".
+    suspect: tuple[str, str] | None = None
 
     @property
     def matches(self) -> bool:
@@ -390,10 +393,41 @@ def _llvm_differences(spec: RebuildSpec, new: record.BuildRecord) -> tuple[list[
     return diffs, max(len(old_files), len(new_files))
 
 
+def shared_compiles(rec: record.BuildRecord) -> tuple[str, str] | None:
+    """(why, fix) for a build whose objects came (partly) from a compile cache or compile hosts, else None.
+
+    The rebuild compiles every file here, so where the trees differ those are what to suspect first: a cache
+    entry is keyed by the compiler's declared identity, its arguments and the source, never checked against
+    the object it holds, so an entry written by a client with another compiler under the same identity, or
+    planted, gives a wrong object that ccache cannot tell (a damaged one fails ccache's own checksum and is
+    compiled again).
+    """
+    why, fix = [], []
+    cache, dist = rec.compile_cache, rec.distributed
+    hits = cache.stats.hits if cache is not None and cache.stats is not None else 0
+    if cache is not None and hits:
+        total = hits + (cache.stats.misses if cache.stats else 0)
+        why.append(f"the recorded build took {hits} of its {total} compiles from the compile cache {cache.url} "
+                   "without compiling them, and this rebuild compiled every file here without it: a wrong entry in "
+                   "that cache (written for the same key from another source or compiler, or planted) is the "
+                   "likely cause")
+        fix.append(f"do not use that tree; rebuild it with --no-compile-cache --force; find the entries behind the "
+                   f"differing files (`ccache --inspect` / `--extract-result` on {cache.url}'s entries) and clear "
+                   "the cache, or take write access from whoever wrote them")
+    if dist is not None and dist.remote:
+        hosts = ", ".join(h.address for h in dist.hosts if h.compiles)
+        why.append(f"{dist.remote} of its files were compiled on compile hosts ({hosts}): a host whose compiler "
+                   "answers to the name but differs is the other suspect")
+        fix.append("check the hosts' `hermetic toolchain compile-host` setup, and rebuild with --no-distribute --force")
+    return ("; ".join(why), "; ".join(fix)) if why else None
+
+
 def verify_llvm(
     settings: Settings, record_path: Path, report: Report, reuse_pruned: bool, log: Log, from_release: bool = False
 ) -> None:
-    spec = RebuildSpec.of_record(record.load_build_record(record_path))
+    rec = record.load_build_record(record_path)
+    spec = RebuildSpec.of_record(rec)
+    report.suspect = shared_compiles(rec)
     report.conditions["original_dir"] = spec.install_root
     report.conditions["original_finished"] = provenance.iso(record_path.stat().st_mtime)
     root = _fresh_dir(report.rebuild_dir, [Path(spec.install_root).parent])
@@ -580,13 +614,13 @@ def _mismatch(report: Report, settings: Settings, old: Path, new: Path, log: Log
     report.diffoscope = differences.run_diffoscope(old, new, report.rebuild_dir / "diffoscope")
     differing = [c for c in report.comparisons if not c.matches]
     first = report.differences[0] if report.differences else ""
-    return Mismatch(
-        report,
-        f"the rebuild of {report.artifact} differs: {', '.join(c.what for c in differing)}",
-        f"{len(report.differences)} differing entr{'y' if len(report.differences) == 1 else 'ies'}"
-        + (f", the first: {first}" if first else ""),
-        f"the build is not reproducible; read the diffoscope report; the rebuild is kept in {report.rebuild_dir}",
-    )
+    why = (f"{len(report.differences)} differing entr{'y' if len(report.differences) == 1 else 'ies'}"
+           + (f", the first: {first}" if first else ""))
+    fix = f"the build is not reproducible; read the diffoscope report; the rebuild is kept in {report.rebuild_dir}"
+    if report.suspect:
+        why = f"{why}; {report.suspect[0]}"
+        fix = f"{report.suspect[1]}; the diffoscope report shows what differs; the rebuild is kept in {report.rebuild_dir}"
+    return Mismatch(report, f"the rebuild of {report.artifact} differs: {', '.join(c.what for c in differing)}", why, fix)
 
 
 # -- entry point ---------------------------------------------------------------------------------------------

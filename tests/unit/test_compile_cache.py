@@ -5,6 +5,7 @@ Real ccache and real Redis with real builds: tests/integration/test_compile_cach
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic import compile_cache, plan, record, toolchain
+from hermetic import compile_cache, distribute, plan, record, toolchain
 from hermetic.compile_cache import CompileCache, parse
 from hermetic.errors import EnvironmentError_, UsageError, VerifyError
 from hermetic.settings import Settings
@@ -206,3 +207,37 @@ def test_the_probe_says_what_answered(tmp_path: Path) -> None:
     finally:
         t.join(5)
         server.close()
+
+
+def test_the_record_says_when_the_cache_failed_and_how_many_compiles_ran_without_it() -> None:
+    def stats(**kw: int) -> record.CacheStats:
+        base = {"hits": 150, "misses": 103, "hit_rate": 0.5929, "remote_hits": 150, "remote_misses": 0,
+                "remote_errors": 103, "uncacheable": 0}
+        return record.CacheStats(**(base | kw))  # type: ignore[arg-type]
+
+    assert compile_cache.failure_note(True, stats(remote_errors=0, misses=0)) == ""
+    note = compile_cache.failure_note(True, stats())
+    assert note.startswith("the cache failed during the build: ccache counted 103 remote storage errors or timeouts")
+    assert "103 compiles ran in all, 150 were cache hits" in note
+    assert compile_cache.failure_note(False, stats(hits=0, remote_errors=253, misses=253)).startswith(
+        "the cache failed from the start")
+    assert compile_cache.failure_note(False, None) == "the cache did not answer when the build started"
+    rec = dataclasses.replace(_cache_use(), note=note, misses_to="the compile hosts (--distribute), through distcc")
+    assert record.CompileCacheUse.from_json(record._Fields(rec.as_json(), "r.json", "compile_cache")) == rec
+    assert "note" not in _cache_use().as_json() and "misses_to" not in _cache_use().as_json()
+
+
+def test_behind_the_cache_the_misses_go_to_the_compile_hosts(tmp_path: Path) -> None:
+    conf = compile_cache.write_config(tmp_path / "cc", parse("file:///srv/ccache"), tmp_path, "string:ab", "clang",
+                                      prefix_command=tmp_path / "launch")
+    assert f"prefix_command = {tmp_path / 'launch'}" in conf.read_text().splitlines()
+    both = plan.plan_all(_settings(tmp_path, compile_cache=parse(f"file://{tmp_path}/shared"),
+                                   distribute=distribute.parse_setting("127.0.0.2:9/2")), lambda m: None)
+    detail = both.step("build").detail
+    assert f"compile cache file://{tmp_path}/shared (ccache)" in detail and "127.0.0.2:9/2 (distcc)" in detail
+
+
+def test_read_only_is_ccache_s_attribute() -> None:
+    assert compile_cache.read_only(parse("file:///srv/c|read-only"))
+    assert compile_cache.read_only(parse("file:///srv/c|umask=002|read-only"))
+    assert not compile_cache.read_only(parse("file:///srv/read-only"))

@@ -70,9 +70,6 @@ def test_refusals_come_before_anything_runs_without_traceback(tmp_path: Path) ->
                     "--distribute", "127.0.0.2", check=False)
     assert proc.returncode == 2 and "needs a pinned toolchain" in proc.stderr and "Traceback" not in proc.stderr
     assert not work.exists()
-    proc = hermetic("build", "llvm", "--variant", "support", "--work-dir", str(work), "--distribute", "127.0.0.2",
-                    "--compile-cache", "file:///x", check=False)
-    assert proc.returncode == 2 and "cannot be combined" in proc.stderr and not work.exists()
     proc = hermetic("all", "--distribute", "localhost", check=False)
     assert proc.returncode == 2 and "invalid compile host" in proc.stderr and "Traceback" not in proc.stderr
     proc = hermetic("build", "llvm", "--distribute", "h", "--no-distribute", check=False)
@@ -94,13 +91,18 @@ def test_distribution_is_no_input_of_any_step(tmp_path: Path) -> None:
     assert "distcc" not in plain.step("build").detail
 
 
-def test_a_cross_build_is_refused() -> None:
+def test_a_cross_build_is_taken_and_the_host_toolchain_refused() -> None:
+    """A cross build sends only the target's compiles (the launcher passes tablegen's native ones through)."""
     tc = toolchain.for_root(ROOT)
     dist = parse_setting("10.0.0.1")
     assert dist is not None
-    distribute.check_usable(dist, tc, cross=False, compile_cache=False)
-    with pytest.raises(UsageError, match="cross build"):
-        distribute.check_usable(dist, tc, cross=True, compile_cache=False)
+    cross = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, toolchain.zig_arch("arm64"))
+    distribute.check_usable(dist, tc)
+    distribute.check_usable(dist, cross)
+    assert distribute.compiler_name(cross, "c++") != distribute.compiler_name(tc, "c++")  # a host needs --arch arm64
+    host = toolchain.select(toolchain.load(ROOT / "toolchain"), "host", None)
+    with pytest.raises(UsageError, match="needs a pinned toolchain"):
+        distribute.check_usable(dist, host)
 
 
 # --- the compiler the hosts run ------------------------------------------------------------------
@@ -169,10 +171,13 @@ def test_the_launcher_sends_the_build_compiler_by_name_only(tmp_path: Path) -> N
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {log}\n')
     fake.chmod(0o755)
     launcher = tmp_path / "launch"
-    launcher.write_text(distribute.launcher_script(str(fake), Path("/w/bin/c++"), "hermetic-zig-x-c++"))
+    launcher.write_text(distribute.launcher_script(
+        str(fake), {Path("/w/bin/cc"): "hermetic-zig-x-cc", Path("/w/bin/c++"): "hermetic-zig-x-c++"}))
     launcher.chmod(0o755)
     subprocess.run([str(launcher), "/w/bin/c++", "-MD", "-MF", "a.d", "-c", "a.cpp"], check=True)
     assert log.read_text().split() == ["hermetic-zig-x-c++", distribute.DEPFILE_FLAG, "-MD", "-MF", "a.d", "-c", "a.cpp"]
+    subprocess.run([str(launcher), "/w/bin/cc", "-c", "a.c"], check=True)  # one launcher for both languages
+    assert log.read_text().split() == ["hermetic-zig-x-cc", "-c", "a.c"]
     out = subprocess.run([str(launcher), "echo", "another", "compiler"], check=True, capture_output=True, text=True)
     assert out.stdout == "another compiler\n"  # not the build's compiler: run here, as it is
     check = [str(launcher), "/w/bin/c++", "-c", "/b/CMakeFiles/CMakeScratch/TryCompile-x/src.cxx"]

@@ -98,7 +98,10 @@ def cmd_slim(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_compile_host(args: argparse.Namespace, settings: Settings) -> int:
     """Set this machine up as a compile host of distributed builds: the pinned toolchain and its named wrappers."""
     log = stderr_log(settings.quiet)
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc)
+    # --arch: the compilers of builds for that target (a cross build sends its target's compiles); one
+    # host may serve several targets, one command each, into the same DIR
+    arch = toolchain.zig_arch(settings.arch) if settings.arch else None
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     if tc.kind != "zig":
         raise UsageError(f"toolchain {tc.name} cannot serve distributed builds", "it is the machine's compiler, not a pinned file",
                          "pass --toolchain NAME of a zig toolchain (the default)")

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,16 @@ def emit(report: dict[str, Any], json_path: Path | None, base: Path, keep: bool)
         shutil.rmtree(base, ignore_errors=True)
 
 
-def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[str], entry: str) -> dict[str, Any]:
+def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[str], entry: str,
+                as_user: Callable[[list[str]], list[str]] | None = None) -> dict[str, Any]:
     """`hermetic build llvm COMMON --work-dir WORK EXTRA`, timed; its record's digests and `entry` (the
-    mechanism the bench measures: compile_cache, distributed, ...). common[1] is the variant."""
+    mechanism the bench measures: compile_cache, distributed, ...). common[1] is the variant. `as_user`
+    turns the command into one run as another user (sharing.as_user), whose WORK's parent must exist."""
     work.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
-    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=work.parent, env=env, capture_output=True, text=True)
+    argv = [os.path.realpath(sys.executable), "-m", "hermetic", *args]
+    proc = subprocess.run(as_user(argv) if as_user else argv, cwd=work.parent, env=env, capture_output=True, text=True)
     took = time.monotonic() - started
     if proc.returncode != 0:
         sys.exit(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

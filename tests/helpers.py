@@ -80,3 +80,34 @@ def as_user(argv: list[str], uid: int = OTHER_UID, reach: tuple[Path, ...] = ())
         script += [f"mkdir -p {shlex.quote(str(p))}", f'mount --bind "$keep/{i}" {shlex.quote(str(p))}']
     script.append('exec "$@"')
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script), "as-user", *user]
+
+
+def user_cache(src: Path, dst: Path, uid: int = OTHER_UID, parts: tuple[str, ...] = (
+        "sources", "pruned", "toolchains", "buildtools", "wheelhouse")) -> Path:
+    """A source cache of another user's own, as a second user of the machine would have filled it: `src`'s
+    files hard-linked (so still root's, read-only to it), its directories its own (mode 0755)."""
+    for part in parts:
+        top = src / part
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            here = dst / Path(dirpath).relative_to(src)
+            here.mkdir(parents=True, exist_ok=True)
+            os.chmod(here, 0o755)
+            os.chown(here, uid, uid)
+            for name in [*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
+                s = os.path.join(dirpath, name)
+                if os.path.islink(s):
+                    os.symlink(os.readlink(s), here / name)
+                    os.lchown(here / name, uid, uid)
+                else:
+                    os.link(s, here / name)
+    os.chown(dst, uid, uid)
+    return dst
+
+
+def user_dir(path: Path, uid: int = OTHER_UID) -> Path:
+    """A fresh directory owned by `uid` (its work dir, home, cwd)."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, uid)
+    return path

@@ -33,7 +33,9 @@ def ensure_pruned(
         meta = _pruned_meta(meta_path)
         if sources.cached_file(dest, meta["sha256"], log) is not None:
             log(f"prune: {dest.name} already in the cache")
-            return meta
+            # the file just verified: pruned.json names where it was written, and a cache copied or reached
+            # elsewhere (another user's copy, a mount) would send the build to that path
+            return meta | {"path": str(dest)}
     sources.prune(src, rec, variant, dest, log)
     meta = {
         "file": dest.name,

@@ -151,6 +151,13 @@ def _who() -> str:
     return f"uid {os.getuid()} (groups {', '.join(str(g) for g in sorted({os.getgid(), *os.getgroups()}))})"
 
 
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists()
+    except PermissionError:  # a directory above may not be searched
+        return False
+
+
 def read_only(cache: CompileCache) -> bool:
     """Whether the URL carries ccache's `read-only` attribute: hits only, nothing written."""
     return "read-only" in cache.url.partition("|")[2].split("|")
@@ -170,10 +177,10 @@ def check_access(cache: CompileCache) -> None:
         return
     p = Path(cache.path)
     what = f"compile cache {cache.shown}"
-    exists = p.exists()  # False also where a directory above may not be entered: found next
+    exists = _exists(p)  # False also where a directory above may not be entered: found next
     # the nearest directory above that this user cannot search hides the cache from it
     for d in reversed(p.parents):
-        if d.exists() and not os.access(d, os.X_OK):
+        if _exists(d) and not os.access(d, os.X_OK):
             raise EnvironmentError_(
                 f"{what} cannot be reached by {_who()}",
                 f"this user may not enter {d} ({_mode(d)}), which holds the cache",
@@ -191,7 +198,7 @@ def check_access(cache: CompileCache) -> None:
             )
         return
     if not exists:
-        parent = next((d for d in p.parents if d.exists()), Path("/"))
+        parent = next((d for d in p.parents if _exists(d)), Path("/"))
         if not os.access(parent, os.W_OK | os.X_OK):
             raise EnvironmentError_(
                 f"{what} does not exist and {_who()} cannot create it",

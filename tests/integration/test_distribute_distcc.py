@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic import distribute, toolchain
+from hermetic import compile_cache, distribute, toolchain
 
 pytestmark = pytest.mark.integration
 
@@ -132,6 +132,85 @@ def test_a_host_without_the_compiler_builds_nothing_and_the_file_is_compiled_her
     finally:
         with_compiler.kill()
         without.kill()
+
+
+def _distcc_env(tmp_path: Path, bin_dir: Path, daemon: Distccd, name: str) -> dict[str, str]:
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return env | distribute.client_env(distribute.Distribution((distribute.parse_host(daemon.spec),)), False,
+                                       tmp_path / f"state-{name}", tmp_path / f"{name}.log")
+
+
+SOURCE = '#include <vector>\nint f(int n) { return (int)std::vector<int>(n).size(); }\nconst char *g() { return __FILE__; }\n'
+
+
+def test_behind_a_compile_cache_a_miss_goes_to_a_host_and_a_hit_to_none(
+    tmp_path: Path, compile_host: Path, source_cache: Path
+) -> None:
+    """--compile-cache with --distribute: ccache first, its prefix_command the build's distcc launcher."""
+    tc = toolchain.for_root(ROOT)
+    zig = toolchain.unpacked(source_cache, tc)
+    assert zig is not None
+    wrappers = distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
+    launch = tmp_path / "launch"
+    launch.write_text(distribute.launcher_script(shutil.which("distcc") or "distcc", {wrappers["c++"]: wrappers["c++"].name}))
+    launch.chmod(0o755)
+    conf = compile_cache.write_config(tmp_path / "ccache", compile_cache.parse(f"file://{tmp_path / 'shared'}"), tmp_path,
+                                      "string:test", "clang", prefix_command=launch)
+    daemon = Distccd("127.0.0.2", tmp_path, compile_host)
+    objects, stats = [], []
+    try:
+        for name in ("local", "one", "two"):
+            d = tmp_path / name
+            d.mkdir()
+            (d / "a.cpp").write_text(SOURCE)
+            argv = [str(wrappers["c++"]), "-O2", "-MD", "-MF", "a.d", "-c", "a.cpp", "-o", "a.o"]
+            if name == "local":
+                subprocess.run(argv, cwd=d, check=True)
+            else:
+                env = _distcc_env(tmp_path, tmp_path / "bin", daemon, name) | {"CCACHE_CONFIGPATH": str(conf)}
+                subprocess.run(["ccache", *argv], cwd=d, env=env, check=True)
+                printed = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True)
+                stats.append((compile_cache.parse_stats(printed.stdout), daemon.compiled()))
+                subprocess.run(["ccache", "--zero-stats"], env=env, check=True, capture_output=True)
+            objects.append((d / "a.o").read_bytes())
+        # the miss was compiled on the host (the local object), the hit in another directory compiled nowhere
+        assert objects[1] == objects[0] and objects[2] == objects[0]
+        (miss, after_miss), (hit, after_hit) = stats
+        assert (miss.misses, after_miss) == (1, 1), stats
+        assert (hit.hits, hit.misses, after_hit) == (1, 0, 1), stats
+    finally:
+        daemon.kill()
+
+
+def test_a_cross_compile_goes_to_a_host_set_up_for_the_target(tmp_path: Path, compile_host: Path, source_cache: Path) -> None:
+    """--distribute with --arch arm64 here: `compile-host --arch arm64` gives a host the target's compilers."""
+    host = tmp_path / "host"
+    proc = hermetic("toolchain", "compile-host", str(host), "--cache", str(source_cache), "--toolchain", "zig",
+                    "--arch", "arm64")
+    arm = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, toolchain.zig_arch("arm64"))
+    names = [distribute.compiler_name(arm, lang) for lang in distribute.LANGS]
+    assert json.loads(proc.stdout)["compilers"] == names
+    zig = toolchain.unpacked(source_cache, arm)
+    assert zig is not None
+    wrappers = distribute.write_wrappers(arm, zig, tmp_path / "zig-cache", tmp_path / "bin")
+    (tmp_path / "a.cpp").write_text(SOURCE)
+    subprocess.run([str(wrappers["c++"]), "-O2", "-MD", "-MF", "local.d", "-c", "a.cpp", "-o", "local.o"], cwd=tmp_path,
+                   check=True)
+    local = (tmp_path / "local.o").read_bytes()
+    assert local[:4] == b"\x7fELF" and int.from_bytes(local[18:20], "little") == 183  # EM_AARCH64
+    # a host set up for amd64 only has no compiler of that name: the file comes back and compiles here
+    for name, bin_dir, remote in (("arm", host / "bin", 1), ("amd64-only", compile_host, 0)):
+        daemon = Distccd("127.0.0.3", tmp_path, bin_dir)
+        try:
+            env = _distcc_env(tmp_path, tmp_path / "bin", daemon, name)
+            subprocess.run(["distcc", wrappers["c++"].name, distribute.DEPFILE_FLAG, "-O2", "-MD", "-MF", f"{name}.d",
+                            "-c", "a.cpp", "-o", f"{name}.o"], cwd=tmp_path, env=env, check=True)
+            assert (tmp_path / f"{name}.o").read_bytes() == local
+            assert daemon.compiled() == remote
+            counts = distribute.parse_client_log((tmp_path / f"{name}.log").read_text())
+            assert sum(counts.remote.values()) == remote and counts.retried == 1 - remote
+        finally:
+            daemon.kill()
 
 
 # -- a real build over three hosts, one of them killed ---------------------------------------------------

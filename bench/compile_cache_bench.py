@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import reportlib  # bench/: the script's own directory is on sys.path
+import sharing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,13 +48,7 @@ def main() -> None:
     load_before = os.getloadavg()
     redis = None
     if args.cache == "redis":
-        sock = base / "redis" / "redis.sock"
-        sock.parent.mkdir()
-        redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-                                  "--save", "", "--appendonly", "no", "--dir", str(sock.parent)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while not sock.exists():
-            time.sleep(0.1)
+        redis, sock = sharing.start_redis(base / "redis")
         url = f"redis+unix:{sock}"
     else:
         url = f"file://{base / 'shared'}"

@@ -21,60 +21,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import reportlib  # bench/: the script's own directory is on sys.path
+import sharing
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return int(s.getsockname()[1])
-
-
-def start_distccd(addr: str, bin_dir: Path, log: Path, slots: int) -> tuple[subprocess.Popen[bytes], int, int]:
-    port, stats = free_port(addr), free_port(addr)
-    # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
-    # namespace of its own it is uid 65534 there and keeps the file access of the user who started it.
-    userns = ["unshare", "--user"] if os.geteuid() == 0 else []
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.Popen(
-        [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(port), "--allow", "127.0.0.0/8",
-         "--jobs", str(slots), "--log-file", str(log), "--log-level", "info", "--enable-tcp-insecure",
-         "--stats", "--stats-port", str(stats)],
-        env=env, start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((addr, port), timeout=1).close()
-            return proc, port, stats
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"distccd on {addr}:{port} did not start: {log.read_text() if log.exists() else ''}")
-
-
-def daemon_stats(addr: str, port: int) -> dict[str, str]:
-    with socket.create_connection((addr, port), timeout=5) as s:
-        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    out = {}
-    for line in data.decode(errors="replace").splitlines():
-        k, _, v = line.partition(" ")
-        if k.startswith("dcc_"):
-            out[k] = v.strip()
-    return out
 
 
 def build(work: Path, common: list[str], env: dict[str, str], extra: list[str]) -> dict[str, Any]:
@@ -97,16 +52,11 @@ def main() -> None:
 
     env = reportlib.clean_env(ROOT)
     base = Path(tempfile.mkdtemp(prefix="hermetic-distcc-bench-"))
-    host_dir = base / "compile-host"
-    subprocess.run([sys.executable, "-m", "hermetic", "toolchain", "compile-host", str(host_dir), "--toolchain", args.toolchain,
-                    "--quiet"], env=env, check=True, cwd=base, stdout=subprocess.DEVNULL)
+    host_bin = sharing.compile_host(base / "compile-host", args.toolchain, env)
     load_before = os.getloadavg()
-    daemons = []
+    daemons: list[Any] = []
     try:
-        for i in range(args.hosts):
-            addr = f"127.0.0.{2 + i}"
-            proc, port, stats = start_distccd(addr, host_dir / "bin", base / f"distccd-{addr}.log", args.slots)
-            daemons.append((addr, proc, port, stats))
+        daemons = sharing.start_distccds(base, host_bin, args.hosts, args.slots)
         hosts = ",".join(f"{a}:{p}/{args.slots}" for a, _, p, _ in daemons)
         common = ["--variant", args.variant, "--toolchain", args.toolchain, "--quiet"]
         jobs = ["--jobs", str(args.jobs)]
@@ -120,11 +70,9 @@ def main() -> None:
         if args.control:
             order.insert(1, "local_same_jobs")
         done = {name: runs[name]() for name in order}
-        per_daemon = {f"{a}:{p}": daemon_stats(a, s) for a, _, p, s in daemons}
+        per_daemon = {f"{a}:{p}": sharing.daemon_stats(a, s) for a, _, p, s in daemons}
     finally:
-        for _, proc, _, _ in daemons:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(20)
+        sharing.stop_distccds(daemons)
     local, dist = done["local"], done["distributed"]
     digests = {name: r["tree_digest"] for name, r in done.items()}
     if len(set(digests.values())) != 1:

@@ -16,26 +16,19 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oci_bench import start_registry  # the bench's own registry starter
+import sharing
+from oci_bench import start_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    took = time.monotonic() - started
-    if proc.returncode != 0:
-        sys.exit(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return took, proc
+timed = sharing.hermetic_timed
 
 
 def main() -> None:
@@ -61,21 +54,15 @@ def main() -> None:
         build_s, proc = timed(["build", "llvm", *common, "--work-dir", str(a / "work")], ROOT, env)
         built = json.loads(proc.stdout)
         rec_a = json.loads(Path(built["record"]).read_text())
-        image_s, proc = timed(["image", "llvm", "--variant", args.variant, "--work-dir", str(a / "work"), "--quiet"], ROOT, env)
-        name, digest, layout = proc.stdout.split()[:3]
-        repo = f"cache/llvm-{args.variant}"
-        push_s, proc = timed(["push", layout, f"{host}/{repo}:19.1.7", "--insecure", "--quiet"], ROOT, env)
+        published = sharing.publish(a / "work", args.variant, host, env)
+        name, digest, image_s, push_s = published["name"], published["digest"], published["image_llvm_s"], published["push_s"]
         runs: list[dict[str, Any]] = []
         for i in range(args.runs):
             b = base / f"b{i}"
-            (b / "cwd").mkdir(parents=True)
-            took, proc = timed(
-                ["build", "llvm", *common, "--work-dir", str(b / "work"), "--cache", str(b / "cache"), "--no-urls",
-                 "--no-apt", "--substitute", f"http://{host}/{repo}"], b / "cwd", env | {"HOME": str(b)},
-            )
-            got = json.loads(proc.stdout)
-            if got["tree_digest"] != built["tree_digest"] or not got.get("substituted"):
-                sys.exit(f"run {i}: not a substitution of the same tree:\n{proc.stdout}\n{proc.stderr}")
+            got = sharing.substitute(b, common, published["repo"], env)
+            took = got["wall_s"]
+            if got["tree_digest"] != built["tree_digest"]:
+                sys.exit(f"run {i}: substituted tree {got['tree_digest']}, built {built['tree_digest']}")
             image_b, proc_img = timed(["image", "llvm", "--variant", args.variant, "--work-dir", str(b / "work"),
                                        "--quiet"], b / "cwd", env)
             if proc_img.stdout.split()[1] != digest:

@@ -192,9 +192,9 @@ def check_access(cache: CompileCache) -> None:
             raise EnvironmentError_(
                 f"{what} cannot be reached by {_who()}",
                 f"connecting to a Unix socket needs write permission on it, and {p} is {_mode(p)}",
-                "let the build's user write to the socket: redis.conf `unixsocketperm 770` with a group both users "
-                "are in (`unixsocketgroup`, Redis 7, or the group of the directory with its setgid bit), or "
-                "`unixsocketperm 777` on a machine whose users may all share the cache; or --no-compile-cache",
+                "let the build's user write to the socket: redis.conf `unixsocketperm 770` with the socket in a "
+                "directory of a group both users are in, with its setgid bit (chmod 2775: the socket takes its group), "
+                "or `unixsocketperm 777` where every local user may share the cache; or --no-compile-cache",
             )
         return
     if not exists:

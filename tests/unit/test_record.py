@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import ROOT, hermetic
-from hermetic import llvm, recipe, record, steps
+from helpers import ROOT, hermetic, resolve_in_project
+from hermetic import llvm, recipe, record, sources, steps
+from hermetic.digests import file_sha256
 from hermetic.errors import ExitCode, UsageError, VerifyError
 from schemas.examples import fake_llvm_build, fake_wheel, settings
 
@@ -247,3 +249,23 @@ def test_a_stale_or_orphaned_record_is_a_rebuild(tmp_path: Path) -> None:
     built.write_text("{")
     with pytest.raises(VerifyError, match="is not valid JSON"):
         steps.finished_build(s, "support", digest)
+
+
+def test_a_cached_pruned_archive_is_used_where_it_lies(tmp_path: Path) -> None:
+    """A cache copied elsewhere (another user's copy, a mount) keeps pruned.json's `path` of where it was
+    written: the build must read the verified file in this cache, not that path."""
+    rec = recipe.load(ROOT / "recipes")
+    variant = recipe.resolve_variant(rec, "support", {})
+    src = sources.CachedArchive(rec.archives[0], tmp_path / "release.tar.xz", "test")
+    first = resolve_in_project(tmp_path / "a", cli={"cache_dir": str(tmp_path / "first")})
+    dest = steps.pruned_path(first, rec, src.archive, variant)
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"a pruned archive\n")
+    meta = {"file": dest.name, "path": str(dest), "sha256": file_sha256(dest), "size": dest.stat().st_size,
+            "key": dest.parent.name, "from": src.as_json(), "variant": "support"}
+    dest.with_name("pruned.json").write_text(json.dumps(meta))
+    shutil.copytree(tmp_path / "first", tmp_path / "second")
+    shutil.rmtree(tmp_path / "first")
+    second = resolve_in_project(tmp_path / "b", cli={"cache_dir": str(tmp_path / "second")})
+    got = steps.ensure_pruned(second, rec, src, variant, lambda m: None)
+    assert got["path"] == str(steps.pruned_path(second, rec, src.archive, variant)) and got["sha256"] == meta["sha256"]

@@ -239,7 +239,8 @@ def _build_into(
     emulator = toolchain.emulator(arch) if build_tc else None
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     prepared = toolchain.prepare(
-        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc
+        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc,
+        lib_link=settings.compile_cache is not None,
     )
     log(f"build: toolchain {tc.label}")
     if build_tc and emulator:
@@ -401,7 +402,8 @@ def _use_compile_cache(
     wrappers = ""
     if tc.kind != "host":
         # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
-        wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache")).items()))
+        wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(
+            toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), Path("/zig-lib")).items()))
     conf = compile_cache.write_config(
         new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), wrappers),
         compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,

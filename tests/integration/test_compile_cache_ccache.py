@@ -407,7 +407,8 @@ def test_a_poisoned_entry_changes_the_tree_and_verify_says_why(
 def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran_without_it(
     host_pair: Any, support_install: Path, source_cache: Path, tmp_path: Path
 ) -> None:
-    """A warm build whose Redis is SIGKILLed once it has served about a third of the build's reads."""
+    """A warm build whose Redis is SIGKILLed once it has served about two thirds of the build's reads (the rest
+    compile here: a third of a cold build's time)."""
     _, warm, redis = host_pair
     redis.command("SAVE")  # the module's Redis comes back with its entries afterwards (dump.rdb in its --dir)
     reads = warm["compile_cache"]["stats"]["hits"] * 2  # a direct hit reads a manifest and a result
@@ -418,7 +419,7 @@ def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran
     def kill_midway() -> None:
         while not done.wait(0.2):
             try:
-                if redis.stat("keyspace_hits") - start >= reads // 3:
+                if redis.stat("keyspace_hits") - start >= reads * 2 // 3:
                     redis.kill()
                     killed.append(1)
                     return
@@ -439,7 +440,7 @@ def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran
     use = rec["compile_cache"]
     stats = use["stats"]
     # ccache's own count: one remote storage error per compile that found Redis gone, each compiled here
-    assert use["answered"] is True and stats["hits"] >= 30 and stats["remote_errors"] >= 30, use
+    assert use["answered"] is True and stats["hits"] >= 60 and stats["remote_errors"] >= 20, use
     assert stats["misses"] >= stats["remote_errors"] - 2, use  # give or take compiles in flight at the kill
     assert use["note"].startswith(f"the cache failed during the build: ccache counted {stats['remote_errors']} remote storage errors")
     assert redis.keys() > 0  # back, with what the cold build stored

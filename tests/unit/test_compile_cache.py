@@ -241,3 +241,19 @@ def test_read_only_is_ccache_s_attribute() -> None:
     assert compile_cache.read_only(parse("file:///srv/c|read-only"))
     assert compile_cache.read_only(parse("file:///srv/c|umask=002|read-only"))
     assert not compile_cache.read_only(parse("file:///srv/read-only"))
+
+
+def test_with_a_cache_zig_reads_its_headers_through_a_link_in_the_build(tmp_path: Path) -> None:
+    """The headers' paths are in ccache's keys: a toolchain in each user's own cache must not put its path there."""
+    tc = toolchain.for_root(ROOT)
+    zig_root = tmp_path / "users-own-cache" / "zig"
+    (zig_root / "lib").mkdir(parents=True)
+    plain = toolchain.prepare(tc, zig_root, tmp_path / "a", ROOT / "toolchain", tmp_path / "zc")
+    linked = toolchain.prepare(tc, zig_root, tmp_path / "b", ROOT / "toolchain", tmp_path / "zc", lib_link=True)
+    assert "ZIG_LIB_DIR" not in Path(plain.env["CXX"]).read_text() and not (tmp_path / "a" / "zig-lib").exists()
+    script = Path(linked.env["CXX"]).read_text()
+    link = tmp_path / "b" / "zig-lib"
+    assert link.is_symlink() and link.resolve() == (zig_root / "lib").resolve()
+    assert f"ZIG_LIB_DIR={link}; export ZIG_LIB_DIR" in script
+    # and its path maps to what the toolchain's own did: the same objects
+    assert f"-ffile-prefix-map={link}=/usr/lib/zig/lib" in script and f"-ffile-prefix-map={zig_root}=/usr/lib/zig" in script

@@ -379,8 +379,11 @@ def parse_stats(text: str) -> CacheStats:
 def failure_note(answered: bool, stats: CacheStats | None) -> str:
     """What the record says when the cache failed the build: from ccache's own counters, how many compiles
     could not use it and so ran here. "" when it served the whole build."""
-    if stats is None or not stats.remote_errors:
-        return "" if answered else "the cache did not answer when the build started"
+    if stats is None:
+        return "" if answered else "the cache did not answer when the build started (ccache's statistics are missing)"
+    if not stats.remote_errors:
+        # e.g. a file:// directory that did not exist yet: ccache made it and used it
+        return ""
     # ccache gives up on the storage for the rest of a compile at its first error: one error a compile
     when = "during the build" if answered else "from the start"
     return (f"the cache failed {when}: ccache counted {stats.remote_errors} remote storage errors or timeouts, "

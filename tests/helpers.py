@@ -63,6 +63,8 @@ def as_user(argv: list[str], uid: int = OTHER_UID, reach: tuple[Path, ...] = ())
     binds back just the paths in `reach`: the other user then reaches those paths, with their own
     permissions, and nothing else of what was hidden. Needs root (the tests run as root, as CI does).
     """
+    if os.geteuid() != 0:
+        raise RuntimeError("running a command as another user needs root (setpriv, mount): run the tests as root, as CI does")
     binds: list[tuple[Path, Path]] = []  # (the path, the directory that hides it)
     for p in dict.fromkeys(Path(os.path.realpath(x)) for x in reach):
         top = _blocked(p, uid)

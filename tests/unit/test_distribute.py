@@ -185,6 +185,12 @@ def test_the_launcher_sends_the_build_compiler_by_name_only(tmp_path: Path) -> N
     with pytest.raises(subprocess.CalledProcessError):  # a configure check runs the compiler here (/w/bin/c++: none)
         subprocess.run(check, check=True, capture_output=True)
     assert not log.exists()
+    # behind ccache the check's paths are relative (base_dir): its directory is the current one
+    scratch = tmp_path / "b" / "CMakeFiles" / "CMakeScratch" / "TryCompile-x"
+    scratch.mkdir(parents=True)
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run([str(launcher), "/w/bin/c++", "-c", "src.cxx"], cwd=scratch, check=True, capture_output=True)
+    assert not log.exists()
 
 
 # --- distcc's log and the record ------------------------------------------------------------------

@@ -244,7 +244,7 @@ def _from_mirrors(cache_dir: Path, recipe: Recipe, mirrors: Iterable[Path], log:
     return None
 
 
-def _download(url: str, part: Path, log: Log, dest: Path) -> bool:
+def download(url: str, part: Path, log: Log, dest: Path) -> bool:
     """`url` into `part` (on its way to `dest`); False (and nothing left) when it cannot be had. A full
     disk is raised, naming `dest`: the next origin would fail the same way."""
     try:
@@ -268,7 +268,7 @@ def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | Non
         part = dest.with_name(f".{a.file}.{os.getpid()}.download")
         log(f"fetch: downloading {a.url}")
         try:
-            ok = _download(a.url, part, log, dest)
+            ok = download(a.url, part, log, dest)
         finally:
             if not part.exists():
                 with contextlib.suppress(OSError):
@@ -381,7 +381,7 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
             ).stdout
             for url in other_pools(uris, a.file, _entry_uris(entries)):
                 log(f"fetch: trying the same file in another Debian pool: {url}")
-                if _download(url, got, log, cache_path(cache_dir, a)):
+                if download(url, got, log, cache_path(cache_dir, a)):
                     # the path in the pool, not the mirror: records name no host (apt's own origin is the spec)
                     return admit(cache_dir, a, got, f"apt:{spec} (pool/{url.partition('/pool/')[2]})", move=True)
     return None

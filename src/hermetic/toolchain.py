@@ -772,8 +772,11 @@ def zig_env(cache_root: Path) -> dict[str, str]:
     return {"ZIG_GLOBAL_CACHE_DIR": str(cache_root / "global"), "ZIG_LOCAL_CACHE_DIR": str(cache_root / "local")}
 
 
-def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path) -> dict[str, str]:
-    """The wrappers CMake runs as compiler, archiver and ranlib (CMake wants one executable each)."""
+def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path, drop_flags: tuple[str, ...] = ()) -> dict[str, str]:
+    """The wrappers CMake runs as compiler, archiver and ranlib (CMake wants one executable each).
+
+    `drop_flags`: more arguments the compiler wrappers remove (a project's link flags zig refuses: wheel recipes'
+    zig_link.drop)."""
     zig = shlex.quote(str(zig_root / "zig"))
     head = [
         "#!/bin/sh",
@@ -784,6 +787,9 @@ def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path) -> dict[str
     # warns that the flag is unused, which fails every check_cxx_compiler_flag (they add -Werror):
     # LLVM then silently builds without -fPIC. So the wrappers drop it.
     drop = ['for a do shift; [ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"; done']
+    if drop_flags:
+        words = "|".join(shlex.quote(f) for f in ("-stdlib=libc++", *drop_flags))
+        drop = [f'for a do shift; case $a in {words}) ;; *) set -- "$@" "$a";; esac; done']
     # zig links its cached runtime objects (libc++, crt, compiler_rt), built with debug info that
     # names zig's cache and the directory of whichever compile first filled it: a command that
     # links strips that debug info. Only a linking command: on a compile-only one the flag would
@@ -829,7 +835,7 @@ def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Pat
 
 def prepare(
     tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path, cache_root: Path,
-    build: Toolchain | None = None,
+    build: Toolchain | None = None, drop_flags: tuple[str, ...] = (),
 ) -> Prepared:
     """Generate the build's profile (and, for zig, its wrappers) under `out`.
 
@@ -843,7 +849,7 @@ def prepare(
     build_profile = prepare(build, zig_root, out / "build-machine", toolchain_dir, cache_root).profile if build else None
     bin_dir = out / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in wrapper_scripts(tc, zig_root, cache_root).items():
+    for name, text in wrapper_scripts(tc, zig_root, cache_root, drop_flags).items():
         p = bin_dir / name
         p.write_text(text)
         p.chmod(0o755)

@@ -24,9 +24,10 @@
 #   --llvm-version  the LLVM release to build (recipes/llvm/conandata.yml)        (its default_version)
 #   --no-wheel    no tilec wheel and no gpu tier (e.g. a release tilec does not build against)
 #                 (HERMETIC_RUNNER_WHEEL=0)
-#   --llvmlite    llvmlite's release sdist: its wheel built against the variant with this machine's
-#                 compiler and cmake, installed into a fresh venv, `python -m llvmlite.tests` run
-#                 (llvmlite-tests.log, llvmlite-tests.json in --out)
+#   --llvmlite    llvmlite's release sdist: `hermetic wheel --recipe llvmlite` against the variant, twice
+#                 (same sha256 required), the first installed into a fresh venv, `python -m llvmlite.tests`
+#                 run (llvmlite-*.whl and its SBOM/provenance, llvmlite-wheel-record*.json,
+#                 llvmlite-build-N.log, llvmlite-tests.log, llvmlite-tests.json in --out)
 #   --arch        build LLVM for this architecture (amd64, arm64); another than the runner's is
 #                 cross-built, its test_package run under qemu-user, and there is no wheel or gpu
 #                 tier for it (its programs do not run on this GPU's host)      (the runner's)
@@ -131,7 +132,7 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-tests.* \
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-* \
   "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
@@ -449,36 +450,39 @@ else
 fi
 
 # --- 5b. a third-party consumer: llvmlite from its release sdist, its own test suite ------------
-# Built here with pip (no build isolation, no index), the machine's cmake and the compiler the tree was
-# built with (zig_env.py: libraries built against zig's libc++ do not link with libstdc++ code): what this
-# shows is that the variant holds what llvmlite links and that llvmlite's suite passes against it.
+# `hermetic wheel --recipe llvmlite` (recipes/llvmlite/wheel.yml): the sdist admitted from the directory the
+# carried file is in only by its pinned sha256, built offline with the tree's own toolchain, tagged by
+# auditwheel; twice, in two work dirs under two umasks, and the two sha256 must agree. The first wheel is
+# installed into a fresh venv and llvmlite's suite runs against it.
 LLVMLITE_VENV="$WORK/llvmlite-venv"
+# llvmlite_wheel N: the wheel built in work dir N, into $WORK/llvmlite-distN
+llvmlite_wheel() {
+  local n=$1 dist="$WORK/llvmlite-dist$1" mask=022 extra=()
+  [[ $n == 2 ]] && mask=077
+  rm -rf "$dist" "$WORK/llvmlite-w$n" && mkdir -p "$dist" "$WORK/llvmlite-cwd$n" || return 1
+  # absolute paths: the build runs from a directory of its own
+  [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$(cd "$WHEELHOUSE" && pwd)")
+  [[ -n $LLVM_VERSION ]] && extra+=(--llvm-version "$LLVM_VERSION")
+  extra+=(--mirror "$(cd "$(dirname "$LLVMLITE")" && pwd)")
+  (cd "$WORK/llvmlite-cwd$n" && umask $mask && hermetic wheel --recipe llvmlite --root "$REPO" --llvm "$PREFIX" --output "$dist" \
+    --offline "$OFFLINE" --work-dir "$WORK/llvmlite-w$n" --cache "$WORK/cache" --jobs "$JOBS" --no-urls \
+    "${TC_ARGS[@]}" "${extra[@]}") >"$OUT/llvmlite-build-$n.log" 2>&1 || {
+    tail -n 40 "$OUT/llvmlite-build-$n.log"; tail -n 60 "$WORK/llvmlite-w$n/wheel/build.log" 2>/dev/null; return 1; }
+  fact "LLVMLITE_WHEEL_$n" "$(basename "$(one_wheel "$dist")") sha256:$(sha256sum "$(one_wheel "$dist")" | cut -d' ' -f1)"
+}
 llvmlite_tests() {
   [[ -f $LLVMLITE ]] || { echo "no llvmlite sdist at $LLVMLITE"; return 1; }
   fact LLVMLITE_SDIST "$(basename "$LLVMLITE") sha256:$(sha256sum "$LLVMLITE" | cut -d' ' -f1)"
-  [[ $TOOLCHAIN == zig ]] && fact LLVMLITE_LINK_NOTE "linked without -Wl,--exclude-libs,ALL (zig's linker driver refuses it): libllvmlite.so also exports LLVM's symbols"
-  rm -rf "$LLVMLITE_VENV" "$WORK/llvmlite-dist" && mkdir -p "$WORK/llvmlite-dist" || return 1
+  local t0 w
+  t0=$(date +%s); llvmlite_wheel 1 || return 1; fact LLVMLITE_WHEEL_1_S $(($(date +%s) - t0))
+  t0=$(date +%s); llvmlite_wheel 2 || return 1; fact LLVMLITE_WHEEL_2_S $(($(date +%s) - t0))
+  w=$(one_wheel "$WORK/llvmlite-dist1") || return 1
+  cp "$w" "$w".cdx.json "$w".intoto.json "$OUT/" && cp "$WORK/llvmlite-dist1/wheel-record.json" "$OUT/llvmlite-wheel-record.json"
+  cp "$WORK/llvmlite-dist2/wheel-record.json" "$OUT/llvmlite-wheel-record-2.json"
+  cmp -s "$w" "$(one_wheel "$WORK/llvmlite-dist2")" || { echo "the two llvmlite wheels differ"; return 1; }
+  rm -rf "$LLVMLITE_VENV"
   "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" && parent_packages "$LLVMLITE_VENV" || return 1
-  local cmake_dir="$PREFIX/lib/cmake/llvm"
-  [[ -f $cmake_dir/LLVMConfig.cmake ]] || { echo "no LLVMConfig.cmake under $cmake_dir"; return 1; }
-  # CMAKE_ARGS is how llvmlite's ffi/build.py takes extra cmake options
-  (
-    if [[ $TOOLCHAIN == zig ]]; then
-      exports=$("$PY" "$HELPERS/zig_env.py" "$REPO" "$WORK/cache" "$WORK/llvmlite-tc" "$HW/zig-cache" "$MIRROR") || exit 1
-      eval "$exports"
-      # zig's linker driver refuses -Wl,--exclude-libs,ALL (llvmlite's flag keeping LLVM's symbols out of
-      # its export table): a wrapper drops that one flag, and the report says so (LLVMLITE_LINK_NOTE)
-      real=$CXX
-      printf '#!/bin/sh\nfor a; do shift; [ "$a" = "-Wl,--exclude-libs,ALL" ] || set -- "$@" "$a"; done\nexec %s "$@"\n' \
-        "$real" >"$WORK/llvmlite-tc/bin/c++-llvmlite" && chmod +x "$WORK/llvmlite-tc/bin/c++-llvmlite" || exit 1
-      export CXX="$WORK/llvmlite-tc/bin/c++-llvmlite"
-    fi
-    echo "CC=${CC:-} CXX=${CXX:-}"
-    CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-      "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index -w "$WORK/llvmlite-dist" "$LLVMLITE"
-  ) >"$OUT/llvmlite-build.log" 2>&1 || { tail -n 60 "$OUT/llvmlite-build.log"; return 1; }
-  grep -E "LLVM_COMPONENTS|target link libraries|LLVM version" "$OUT/llvmlite-build.log" | head -n 5
-  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/llvmlite-dist/llvmlite-*.whl || return 1
+  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$w" || return 1
   (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" -c '
 import llvmlite, llvmlite.binding as llvm
 print("llvmlite", llvmlite.__version__, "from", llvmlite.__file__, "LLVM", ".".join(map(str, llvm.llvm_version_info)))')

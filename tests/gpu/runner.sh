@@ -9,7 +9,7 @@
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
 #                            [--again] [--tilec-bench] [--compare-host] [--arch ARCH] [--qemu DIR]
-#                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST]
+#                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST] [--numba SDIST]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -28,6 +28,8 @@
 #                 (same sha256 required), the first installed into a fresh venv, `python -m llvmlite.tests`
 #                 run (llvmlite-*.whl and its SBOM/provenance, llvmlite-wheel-record*.json,
 #                 llvmlite-build-N.log, llvmlite-tests.log, llvmlite-tests.json in --out)
+#   --numba       with --llvmlite: Numba's release sdist built on that llvmlite (the machine's compiler
+#                 and NumPy), installed into its venv, a @njit smoke test (llvmlite-numba-smoke.json)
 #   --arch        build LLVM for this architecture (amd64, arm64); another than the runner's is
 #                 cross-built, its test_package run under qemu-user, and there is no wheel or gpu
 #                 tier for it (its programs do not run on this GPU's host)      (the runner's)
@@ -95,6 +97,7 @@ ARCH=${HERMETIC_RUNNER_ARCH:-}
 LLVM_VERSION=${HERMETIC_RUNNER_LLVM_VERSION:-}
 WHEEL=${HERMETIC_RUNNER_WHEEL:-1}
 LLVMLITE=${HERMETIC_RUNNER_LLVMLITE:-}
+NUMBA=${HERMETIC_RUNNER_NUMBA:-}
 QEMU=${HERMETIC_RUNNER_QEMU:-}
 [[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
 PART_SIZE=15M
@@ -123,6 +126,7 @@ while (($#)); do
     --llvm-version) LLVM_VERSION=$2; shift 2 ;;
     --no-wheel) WHEEL=0; shift ;;
     --llvmlite) LLVMLITE=$2; shift 2 ;;
+    --numba) NUMBA=$2; shift 2 ;;
     --qemu) QEMU=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
@@ -491,6 +495,26 @@ print("llvmlite", llvmlite.__version__, "from", llvmlite.__file__, "LLVM", ".".j
   "$PY" "$HELPERS/unittest_summary.py" "$OUT/llvmlite-tests.log" "$OUT/llvmlite-tests.json"
 }
 if [[ -n $LLVMLITE ]]; then step llvmlite-tests llvmlite_tests; fi
+
+# --- 5c. Numba from its release sdist on that llvmlite: a @njit smoke test ------------------------
+# Built "with what is there": the machine's compiler and NumPy (Numba's C extensions do not link LLVM),
+# no build isolation, no index; installed into the llvmlite venv, where it must import the venv's llvmlite.
+numba_smoke() {
+  [[ -f $NUMBA ]] || { echo "no Numba sdist at $NUMBA"; return 1; }
+  NUMBA=$(cd "$(dirname "$NUMBA")" && pwd)/$(basename "$NUMBA")  # absolute: pip runs from $WORK
+  [[ -x $LLVMLITE_VENV/bin/python ]] || { echo "no llvmlite venv: the llvmlite step did not run"; return 1; }
+  fact NUMBA_SDIST "$(basename "$NUMBA") sha256:$(sha256sum "$NUMBA" | cut -d' ' -f1)"
+  rm -rf "$WORK/numba-dist" && mkdir -p "$WORK/numba-dist" || return 1
+  local t0=$SECONDS
+  (cd "$WORK" && MAX_JOBS=$JOBS "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index \
+    -w "$WORK/numba-dist" "$NUMBA") >"$OUT/llvmlite-numba-build.log" 2>&1 || { tail -n 40 "$OUT/llvmlite-numba-build.log"; return 1; }
+  fact NUMBA_BUILD_S $((SECONDS - t0))
+  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/numba-dist/numba-*.whl || return 1
+  (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" "$HELPERS/numba_smoke.py" "$OUT/llvmlite-numba-smoke.json")
+}
+if [[ -n $NUMBA ]]; then
+  if [[ -n $LLVMLITE ]]; then step numba-smoke numba_smoke; else skip numba-smoke "--numba needs --llvmlite"; fi
+fi
 
 # --- 6. the install tree, packed for carrying home ---------------------------------------------
 pack() {

@@ -428,6 +428,9 @@ def main() -> int:
         # --llvmlite: llvmlite's own test suite against the variant (unittest_summary.py)
         "llvmlite_tests": json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST")}
         if (lt := out / "llvmlite-tests.json").is_file() else None,
+        # --numba: Numba from its sdist on that llvmlite, a @njit smoke test (numba_smoke.py)
+        "numba_smoke": json.loads(ns.read_text()) | {"sdist": facts.get("NUMBA_SDIST"), "build_s": _int(facts.get("NUMBA_BUILD_S"))}
+        if (ns := out / "llvmlite-numba-smoke.json").is_file() else None,
         # --llvmlite: its wheel by `hermetic wheel --recipe llvmlite`, built twice
         "llvmlite_wheel": {
             "builds": [{"wheel": facts.get(f"LLVMLITE_WHEEL_{n}"), "seconds": _int(facts.get(f"LLVMLITE_WHEEL_{n}_S"))}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -129,7 +130,9 @@ def main() -> int:
         print(f"  OCI layer (gzip)    {layer_size / 1e6:>8.1f} MB   vs 950 MB community tarball: ratio {layer_size / 950e6:.3f}")
     if args.compare_prefix:
         static = sum(f.stat().st_size for f in (args.compare_prefix / "lib").glob("libLLVM*.a"))
-        headers = sum(f.stat().st_size for f in (args.compare_prefix / "include").resolve().rglob("*") if f.is_file())
+        # Debian's include/ holds symlinks to /usr/include/llvm-NN/...: follow them
+        headers = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(args.compare_prefix / "include",
+                                                                                    followlinks=True) for n in names)
         figures["compare"] = {
             "prefix": str(args.compare_prefix), "static_libraries": len(list((args.compare_prefix / "lib").glob("libLLVM*.a"))),
             "static_lib_bytes": static, "include_bytes": headers,

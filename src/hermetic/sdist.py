@@ -10,8 +10,6 @@ not run the code being fetched.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,7 +17,7 @@ from pathlib import Path
 
 from .errors import SourceError
 from .log import Log, null_log
-from .sources import admit_file, cached_file, download, require_cached_file
+from .sources import admit_file, cached_file, download_verified, require_cached_file
 
 
 @dataclass(frozen=True)
@@ -78,17 +76,9 @@ def fetch(cache_dir: Path, pin: SdistPin, mirrors: Iterable[Path], use_urls: boo
             return CachedSdist(pin, admit_file(dest, pin.sha256, cand, f"mirror:{cand}", what), f"mirror:{cand}")
     if pin.url and use_urls:
         tried.append(pin.url)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(f".{pin.file}.{os.getpid()}.download")
-        log(f"fetch: downloading {pin.url}")
-        try:
-            ok = download(pin.url, part, log, dest)
-        finally:
-            if not part.exists():
-                with contextlib.suppress(OSError):
-                    dest.parent.rmdir()  # only when empty: nothing of this attempt stays
-        if ok:
-            return CachedSdist(pin, admit_file(dest, pin.sha256, part, f"url:{pin.url}", what, move=True), f"url:{pin.url}")
+        path = download_verified(pin.url, dest, pin.sha256, what, log)
+        if path is not None:
+            return CachedSdist(pin, path, f"url:{pin.url}")
     raise SourceError(
         f"cannot fetch {pin.file} ({pin.name} {pin.version})",
         "tried " + (", ".join(tried) if tried else "nothing: no --mirror, and URLs are off (--no-urls)")

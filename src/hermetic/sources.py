@@ -259,23 +259,28 @@ def download(url: str, part: Path, log: Log, dest: Path) -> bool:
     return True
 
 
+def download_verified(url: str, dest: Path, sha256: str, what: str, log: Log) -> Path | None:
+    """`url` admitted at the content-addressed `dest` when it hashes to `sha256` (a SourceError when it does not);
+    None, leaving nothing, when it cannot be had. Source archives and sdists."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.{os.getpid()}.download")
+    log(f"fetch: downloading {url}")
+    try:
+        ok = download(url, part, log, dest)
+    finally:
+        if not part.exists():
+            with contextlib.suppress(OSError):
+                dest.parent.rmdir()  # only when empty: nothing of this attempt stays
+    return admit_file(dest, sha256, part, f"url:{url}", what, move=True) if ok else None
+
+
 def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | None:
     for a in recipe.archives:
         if not a.url:
             continue
-        dest = cache_path(cache_dir, a)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(f".{a.file}.{os.getpid()}.download")
-        log(f"fetch: downloading {a.url}")
-        try:
-            ok = download(a.url, part, log, dest)
-        finally:
-            if not part.exists():
-                with contextlib.suppress(OSError):
-                    dest.parent.rmdir()  # only when empty: nothing of this attempt stays
-        if not ok:
-            continue
-        return admit(cache_dir, a, part, f"url:{a.url}", move=True)
+        path = download_verified(a.url, cache_path(cache_dir, a), a.sha256, f"source archive {a.file}", log)
+        if path is not None:
+            return CachedArchive(a, path, f"url:{a.url}")
     return None
 
 

@@ -184,3 +184,18 @@ def test_the_cli_refuses_a_project_for_an_sdist_recipe_and_an_unknown_recipe(tmp
                     "--work-dir", str(tmp_path / "w"), check=False)
     assert proc.returncode == ExitCode.RECIPE and "llvmlite" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_an_sdist_comes_from_its_url_when_no_mirror_has_it(tmp_path: Path) -> None:
+    data = _tar([("thing-1.0", None), ("thing-1.0/setup.py", b"")])
+    published = tmp_path / "published" / "thing-1.0.tar.gz"
+    published.parent.mkdir()
+    published.write_bytes(data)
+    pin = _pin(data, url=published.as_uri())  # urllib opens file: URLs as it opens https: ones
+    got = sdist.fetch(tmp_path / "cache", pin, [tmp_path / "empty-mirror"], True, lambda m: None)
+    assert got.origin == f"url:{published.as_uri()}" and got.path.read_bytes() == data
+    # a URL serving other bytes is refused, and nothing is cached
+    published.write_bytes(data + b"x")
+    with pytest.raises(SourceError):
+        sdist.fetch(tmp_path / "cache2", pin, [], True, lambda m: None)
+    assert not [p for p in (tmp_path / "cache2").rglob("*") if p.is_file()]

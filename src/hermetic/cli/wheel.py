@@ -18,16 +18,18 @@ from .common import Common, Subparsers, add_command, out, out_json
 LIST_PYTHONS = "\0list"
 
 
-def _project(args: argparse.Namespace, settings: Settings) -> Path:
+def _project(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
+    """What is built (for the listing) and its scikit-build-core `wheel.py-api` ('' for a setuptools sdist)."""
     if args.project:
-        return Path(args.project).resolve()
+        return args.project, wheel.project_py_api(Path(args.project).resolve())
     wr = wheel.load_wheel_recipe(settings.recipes_dir, args.recipe)
-    return settings.root / wr.project if wr.project else settings.root
+    if wr.sdist is not None:
+        return wr.sdist.file, ""
+    return wr.project, wheel.project_py_api(settings.root / wr.project)
 
 
 def cmd_list_pythons(args: argparse.Namespace, settings: Settings) -> int:
-    project = _project(args, settings)
-    api = wheel.project_py_api(project)
+    project, api = _project(args, settings)
     current = wheel.current_interpreter().executable
     rows = []
     for i in wheel.find_interpreters(os.environ.get("PATH", "")):

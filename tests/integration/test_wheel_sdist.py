@@ -32,6 +32,7 @@ import yaml
 
 from helpers import ROOT
 from hermetic import record
+from schemas import cyclonedx
 
 pytestmark = pytest.mark.integration
 
@@ -152,6 +153,7 @@ def test_the_library_exports_its_c_api_alone_and_answers_from_llvm(built: dict[s
 def test_sbom_and_provenance_name_the_sdist_and_the_tree(built: dict[str, Any], checkout: dict[str, Path]) -> None:
     sha = hashlib.sha256(checkout["sdist"].read_bytes()).hexdigest()
     bom = json.loads(Path(str(built["wheel"]) + ".cdx.json").read_text())
+    assert cyclonedx.errors(bom) == []  # the sdist's component and reference are valid CycloneDX 1.6
     formula = bom["formulation"][0]
     sdist = next(c for c in formula["components"] if c["bom-ref"] == "sdist")
     assert sdist["name"] == checkout["sdist"].name and sdist["hashes"] == [{"alg": "SHA-256", "content": sha}]

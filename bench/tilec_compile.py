@@ -578,7 +578,7 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
         lap("resolve_quick (built-in backend, no plugins, no native core)")
         if shortcut:
             sid = c._shortcut_id(source_key(kernel), opts, backend, tgt)
-            lap("shortcut id (repr of options and settings, sha256)")
+            lap("shortcut id (repr of options and settings, BLAKE2b)")
             record = c.cache.get_shortcut(sid)
             assert record is not None and record.watch is not None, "no shortcut: seed with source_key first"
             lap("read the shortcut file (the entry's copy in it), check its digest")
@@ -884,8 +884,8 @@ def main() -> int:
     ap.add_argument(
         "--baseline",
         metavar="PYTHON",
-        help="--only hit: also measure the tilec of this interpreter (e.g. a venv with main's wheel), "
-        "its fresh processes taking turns with this one's",
+        help="also measure the tilec of this interpreter (e.g. a venv with main's wheel) in the warm-hit "
+        "children, its fresh processes taking turns with this one's",
     )
     a = ap.parse_args()
     if a.target:
@@ -952,13 +952,22 @@ def hit_only(a: argparse.Namespace, work: Path) -> int:
             "cpu_count": os.cpu_count(),
             "python": sys.version.split()[0],
             "target": target(),
+            # The children's times depend on what else runs: say how loaded the machine was.
+            "loadavg_start": os.getloadavg(),
         },
         "errors": {},
     }
+    if a.baseline:
+        res["baseline_python"] = a.baseline
     errors: dict[str, str] = res["errors"]
     with lib.section("warm cache hits in fresh processes (no GPU)", errors):
         kinds = ("tilec-hit", "tilec-hit-shortcut", "tilec-hit-env-shortcut", "floor")
         res["warm"] = warm(a.fresh, work, kinds=kinds, baseline=a.baseline)
+    res["machine"]["loadavg_end"] = os.getloadavg()
+    with contextlib.suppress(ImportError):
+        import tilec
+
+        res["tilec"] = str(Path(tilec.__file__).parent)
     rows = ratios(res)
     res["ratios"] = [dict(zip(("what", "tilec", "triton", "ratio", "goal", "verdict"), r, strict=True)) for r in rows]
     path = lib.out_dir(a.out) / "bench-compile-hit.json"

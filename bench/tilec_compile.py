@@ -16,14 +16,16 @@ runtime loop calling libdevice (expf, sinf). Each is measured twice: keyed by th
 llvmlite module is printed and hashed) and through a `source_key=` shortcut (no IR printed).
 The `tilec-parts` children time each step of the hit path (Compiler.lookup) on its own.
 
-    python bench/tilec_compile.py --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON]
+    python bench/tilec_compile.py --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON] [--baseline-site DIR]
 
 measures only tilec's warm hits and their parts, with no GPU, torch or Triton (the cache is
 seeded by compiling first; a machine with ptxas and libdevice is enough). Its hit children pass
 `settings=` made before the clock, except `tilec-hit-env-shortcut`, which names the cache in
 TILEC_CACHE_DIR and passes none, so its call also reads the environment. `--baseline` names
 another interpreter whose tilec (e.g. a venv with main's wheel) is measured in the same run:
-its fresh processes take turns with this one's, each with its own cache.
+its fresh processes take turns with this one's, each with its own cache; `--baseline-site`
+names a directory the other tilec is installed in instead (bench/tilec_gpu.sh:
+TILEC_BENCH_BASELINE). Both work in the full run too (its tilec children).
 
 The floor: children that start like a hit child (tilec imported, the module built) and then
 do, in straight-line code, only what any hit through a shortcut that keeps its checks must do:
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -699,33 +702,64 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
 
 
 def run_child(
-    kind: str, kernel: str, cache: Path, python: str | None = None, spec: dict[str, Any] | None = None
+    kind: str,
+    kernel: str,
+    cache: Path,
+    baseline: Baseline | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    cmd = [python or sys.executable, __file__, "--child", kind, "--kernel", kernel, "--cache", str(cache)]
+    python, env = baseline.command() if baseline is not None else (sys.executable, None)
+    cmd = [python, __file__, "--child", kind, "--kernel", kernel, "--cache", str(cache)]
     if spec is not None:
         cmd += ["--spec", json.dumps(spec)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {kind}/{kernel} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
-BASELINE = "baseline:"  # prefix of the kinds run by --baseline's interpreter
+BASELINE = "baseline:"  # prefix of the kinds run by the baseline's tilec
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Another tilec to measure beside this one: an interpreter (--baseline) and/or a directory
+    it is installed in (--baseline-site, as `pip install --target` makes)."""
+
+    python: str
+    site: str | None
+
+    def command(self) -> tuple[str, dict[str, str]]:
+        """Its interpreter and environment: PYTHONPATH without the directory this process's
+        tilec comes from (bench/tilec_gpu.sh puts it there), with the baseline's site first."""
+        import tilec
+
+        own = Path(tilec.__file__).resolve().parent.parent
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != own]
+        if self.site:
+            paths.insert(0, self.site)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        return self.python, env
 
 
 def warm(
     fresh: int,
     work: Path,
     kinds: tuple[str, ...] = ("tilec", "tilec-shortcut", "triton", "floor-cuda"),
-    baseline: str | None = None,
+    baseline: Baseline | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    seed_hits(work / "warm")  # the shortcut children need their shortcut written once
-    if baseline:
+    own = seed_hits(work / "warm")  # the shortcut children need their shortcut written once
+    if baseline is not None:
         kinds += tuple(BASELINE + k for k in kinds if k.startswith("tilec"))
         # Its own cache: the two tilecs need not share a format.
-        out["baseline"] = {"python": baseline, **run_child("seed", "-", work / "warm-baseline", baseline)}
+        seeded = run_child("seed", "-", work / "warm-baseline", baseline)
+        if Path(seeded["tilec"]).resolve() == Path(own["tilec"]).resolve():
+            raise RuntimeError(f"the baseline imports the same tilec as this process: {own['tilec']}")
+        out["baseline"] = {"python": baseline.python, "site": baseline.site, **seeded}
     specs = {k: floor_spec(k, work / "warm") for k in TRITON_KERNELS}
     for _rep in range(fresh):
         for kernel in TRITON_KERNELS:
@@ -887,7 +921,16 @@ def main() -> int:
         help="also measure the tilec of this interpreter (e.g. a venv with main's wheel) in the warm-hit "
         "children, its fresh processes taking turns with this one's",
     )
+    ap.add_argument(
+        "--baseline-site",
+        metavar="DIR",
+        help="the baseline tilec is installed in DIR (pip install --target), run by --baseline or this "
+        "interpreter; DIR replaces this tilec's directory on PYTHONPATH in its children",
+    )
     a = ap.parse_args()
+    a.baseline_spec = (
+        Baseline(a.baseline or sys.executable, a.baseline_site) if a.baseline or a.baseline_site else None
+    )
     if a.target:
         os.environ["TILEC_BENCH_TARGET"] = a.target
     if a.child:
@@ -925,7 +968,7 @@ def main() -> int:
         res["correctness_rel_err"] = correctness_and_seed(work)
     if a.only != "cold":
         with lib.section("warm cache hits in fresh processes", errors):
-            res["warm"] = warm(a.fresh, work, baseline=a.baseline)
+            res["warm"] = warm(a.fresh, work, baseline=a.baseline_spec)
     rows = ratios(res)
     res["ratios"] = [dict(zip(("what", "tilec", "triton", "ratio", "goal", "verdict"), r, strict=True)) for r in rows]
     path = lib.out_dir(a.out) / "bench-compile.json"
@@ -957,12 +1000,12 @@ def hit_only(a: argparse.Namespace, work: Path) -> int:
         },
         "errors": {},
     }
-    if a.baseline:
-        res["baseline_python"] = a.baseline
+    if a.baseline_spec is not None:
+        res["baseline"] = {"python": a.baseline_spec.python, "site": a.baseline_spec.site}
     errors: dict[str, str] = res["errors"]
     with lib.section("warm cache hits in fresh processes (no GPU)", errors):
         kinds = ("tilec-hit", "tilec-hit-shortcut", "tilec-hit-env-shortcut", "floor")
-        res["warm"] = warm(a.fresh, work, kinds=kinds, baseline=a.baseline)
+        res["warm"] = warm(a.fresh, work, kinds=kinds, baseline=a.baseline_spec)
     res["machine"]["loadavg_end"] = os.getloadavg()
     with contextlib.suppress(ImportError):
         import tilec

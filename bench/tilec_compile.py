@@ -573,7 +573,7 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             _names.append(name)
 
         c = tilec.Compiler(tilec_settings(cache))
-        lap("Compiler(settings)")
+        lap("Settings.from_env (the bench's) + Compiler(settings)")
         opts = tilec.CompileOptions(target=target())
         opts.validate()
         lap("CompileOptions + validate")

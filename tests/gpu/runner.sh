@@ -8,7 +8,7 @@
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
-#                            [--again] [--tilec-bench] [--compare-host] [--arch ARCH] [--qemu DIR]
+#                            [--again] [--tilec-bench [--baseline-src DIR]] [--compare-host] [--arch ARCH] [--qemu DIR]
 #                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST] [--numba SDIST]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
@@ -49,6 +49,9 @@
 #                 require the same sha256 (wheel-again.json)                      (HERMETIC_RUNNER_AGAIN=1)
 #   --tilec-bench bench/tilec_gpu.sh with the wheel (tilec against Triton and raw cuda-python;
 #                 JSON in --out/tilec-bench)                                      (HERMETIC_RUNNER_TILEC_BENCH=1)
+#   --baseline-src  with --tilec-bench: another tilec source (e.g. `git archive REV src/compiler`), its wheel
+#                 built against the same tree and its warm hits measured beside this one's
+#                 (TILEC_BENCH_FRESH fresh processes each, 11)
 #   --compare-host  the variant again with the host compiler (timed beside the pinned toolchain's
 #                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
 #                 with each wheel, the two taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds (4) of
@@ -98,6 +101,7 @@ LLVM_VERSION=${HERMETIC_RUNNER_LLVM_VERSION:-}
 WHEEL=${HERMETIC_RUNNER_WHEEL:-1}
 LLVMLITE=${HERMETIC_RUNNER_LLVMLITE:-}
 NUMBA=${HERMETIC_RUNNER_NUMBA:-}
+BASELINE_SRC=${HERMETIC_RUNNER_BASELINE_SRC:-}
 QEMU=${HERMETIC_RUNNER_QEMU:-}
 [[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
 PART_SIZE=15M
@@ -127,6 +131,7 @@ while (($#)); do
     --no-wheel) WHEEL=0; shift ;;
     --llvmlite) LLVMLITE=$2; shift 2 ;;
     --numba) NUMBA=$2; shift 2 ;;
+    --baseline-src) BASELINE_SRC=$2; shift 2 ;;
     --qemu) QEMU=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
@@ -364,12 +369,13 @@ HAVE_WHEEL_CMD=0
 hermetic wheel --help >/dev/null 2>&1 && HAVE_WHEEL_CMD=1
 fact HAVE_WHEEL_CMD "$HAVE_WHEEL_CMD"
 # wheel_into DIST WORK_DIR LLVM_PREFIX [args...]: the tilec wheel against one LLVM prefix.
-wheel_into() {
-  local dist=$1 hw=$2 prefix=$3; shift 3
+wheel_into() {  # [... --project DIR]: another tilec source than this checkout's
+  local dist=$1 hw=$2 prefix=$3 project=$REPO/src/compiler; shift 3
   rm -rf "$dist" && mkdir -p "$dist" || return 1
   local extra=()
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
-  hermetic wheel "$REPO/src/compiler" --llvm "$prefix" --output "$dist" --offline "$OFFLINE" \
+  if (($# >= 2)) && [[ ${*: -2:1} == --project ]]; then project=${*: -1}; set -- "${@:1:$#-2}"; fi
+  hermetic wheel "$project" --llvm "$prefix" --output "$dist" --offline "$OFFLINE" \
     --work-dir "$hw" --cache "$WORK/cache" --jobs "$JOBS" "${extra[@]}" "$@"
 }
 # one_wheel DIST: the path of the one wheel in DIST
@@ -547,7 +553,17 @@ fi
 # --- 8. tilec against Triton and raw cuda-python with this wheel ----------------------------------
 tilec_bench() {
   mkdir -p "$OUT/tilec-bench" || return 1
-  (cd "$REPO" && env -u PYTHONPATH OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
+  local base=()
+  if [[ -n $BASELINE_SRC ]]; then
+    # another tilec (an earlier src/compiler) built against the same tree: its warm hits are measured beside
+    # this wheel's, fresh processes taking turns (bench/tilec_gpu.sh's TILEC_BENCH_BASELINE)
+    wheel_into "$WORK/baseline-dist" "$WORK/baseline-hw" "$PREFIX" "${TC_ARGS[@]}" \
+      --project "$(cd "$BASELINE_SRC" && pwd)" >"$OUT/tilec-bench/baseline-wheel.log" 2>&1 \
+      || { tail -n 30 "$OUT/tilec-bench/baseline-wheel.log"; return 1; }
+    fact BASELINE_WHEEL "$(basename "$(one_wheel "$WORK/baseline-dist")")"
+    base=(TILEC_BENCH_BASELINE="$WORK/baseline-dist" TILEC_BENCH_FRESH="${TILEC_BENCH_FRESH:-11}")
+  fi
+  (cd "$REPO" && env -u PYTHONPATH "${base[@]}" OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
     ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/tilec-bench-cache" bash bench/tilec_gpu.sh "$DIST")
 }
 if ((TILEC_BENCH)); then

@@ -1,17 +1,22 @@
 """How slim is a variant? Commands, installed size and compressed size, side by side.
 
     python bench/llvm_size.py build/llvm/nvptx/record.json [--source ARCHIVE] [--json reports/llvm-size-nvptx.json]
+        [--compare-prefix /usr/lib/llvm-22]
 
-Configures LLVM's default configuration of the same release (all targets,
+Configures LLVM's default configuration of the record's release (all targets,
 tools on; configure only) from the full source archive and counts its build
 commands with `ninja -t commands`, beside the variant's count from its build
-record. The compressed size is the gzip OCI layer our image step writes.
+record. The compressed size is the gzip OCI layer our image step writes (left
+out when the tree is not on this machine: a record brought back from a runner).
+`--compare-prefix` sums a distribution's build of the same release (Debian's
+llvm-NN-dev: every target, static libraries and headers) beside the variant's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -75,10 +80,11 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "hermetic")
     ap.add_argument("--json", type=Path, help="write the figures here")
     ap.add_argument("--install-root", type=Path, help="the staged tree, when it was moved since the build")
+    ap.add_argument("--compare-prefix", type=Path, help="a distribution's LLVM of the same release (/usr/lib/llvm-22)")
     args = ap.parse_args()
 
     rec = load_build_record(args.record)
-    llvm = recipe.load(find_root(Path.cwd()) / "recipes")
+    llvm = recipe.load(find_root(Path.cwd()) / "recipes", version=rec.recipe.version)
     if args.source:
         archive_path = args.source
         digest = file_sha256(archive_path)
@@ -97,7 +103,9 @@ def main() -> int:
     default_cmds, configure_s = default_config_commands(archive_path, archive.strip_root, llvm.version)
     sink = _Count()
     install_root = args.install_root or Path(rec.install_root)
-    layer = write_layer(sink, install_root, rec.prefix.lstrip("/"), rec.source_date_epoch)  # type: ignore[arg-type]
+    layer_size = None
+    if (install_root / rec.prefix.lstrip("/")).is_dir():
+        layer_size = write_layer(sink, install_root, rec.prefix.lstrip("/"), rec.source_date_epoch).size  # type: ignore[arg-type]
     figures: dict[str, Any] = {
         "variant": rec.variant,
         "llvm": llvm.version,
@@ -110,7 +118,7 @@ def main() -> int:
         "installed_files": sum(1 for f in rec.tree.files if f.kind == "file"),
         "lib_bytes": sum(f.size for f in rec.tree.files if "/lib/" in f.path and f.kind == "file"),
         "include_bytes": sum(f.size for f in rec.tree.files if "/include/" in f.path and f.kind == "file"),
-        "layer_gzip_bytes": layer.size,
+        "layer_gzip_bytes": layer_size,
         "tree_digest": rec.tree.digest,
         "build_wall_s": rec.wall_time_s,
         "build_jobs": rec.jobs,
@@ -118,7 +126,22 @@ def main() -> int:
     print(f"LLVM {llvm.version} variant {rec.variant}")
     print(f"  build commands      {rec.build_commands!s:>8}   default configuration {default_cmds}   ratio {figures['commands_ratio']}")
     print(f"  installed           {rec.tree.size / 1e6:>8.1f} MB  (lib {figures['lib_bytes'] / 1e6:.1f} MB, include {figures['include_bytes'] / 1e6:.1f} MB)")
-    print(f"  OCI layer (gzip)    {layer.size / 1e6:>8.1f} MB   vs 950 MB community tarball: ratio {layer.size / 950e6:.3f}")
+    if layer_size is not None:
+        print(f"  OCI layer (gzip)    {layer_size / 1e6:>8.1f} MB   vs 950 MB community tarball: ratio {layer_size / 950e6:.3f}")
+    if args.compare_prefix:
+        static = sum(f.stat().st_size for f in (args.compare_prefix / "lib").glob("libLLVM*.a"))
+        # Debian's include/ holds symlinks to /usr/include/llvm-NN/...: follow them
+        headers = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(args.compare_prefix / "include",
+                                                                                    followlinks=True) for n in names)
+        figures["compare"] = {
+            "prefix": str(args.compare_prefix), "static_libraries": len(list((args.compare_prefix / "lib").glob("libLLVM*.a"))),
+            "static_lib_bytes": static, "include_bytes": headers,
+            "variant_static_libraries": sum(1 for f in rec.tree.files if f.kind == "file" and f.path.endswith(".a")),
+            "lib_ratio": round(figures["lib_bytes"] / static, 3) if static else None,
+        }
+        print(f"  vs {args.compare_prefix}: static libraries {static / 1e6:.1f} MB ({figures['compare']['static_libraries']} "
+              f"archives) against {figures['lib_bytes'] / 1e6:.1f} MB ({figures['compare']['variant_static_libraries']}): "
+              f"ratio {figures['compare']['lib_ratio']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")

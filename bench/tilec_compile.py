@@ -16,10 +16,22 @@ runtime loop calling libdevice (expf, sinf). Each is measured twice: keyed by th
 llvmlite module is printed and hashed) and through a `source_key=` shortcut (no IR printed).
 The `tilec-parts` children time each step of the hit path (Compiler.lookup) on its own.
 
-    python bench/tilec_compile.py --only hit [--target sm_90]
+    python bench/tilec_compile.py --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON] [--baseline-site DIR]
 
 measures only tilec's warm hits and their parts, with no GPU, torch or Triton (the cache is
-seeded by compiling first; a machine with ptxas and libdevice is enough).
+seeded by compiling first; a machine with ptxas and libdevice is enough). Its hit children pass
+`settings=` made before the clock, except `tilec-hit-env-shortcut`, which names the cache in
+TILEC_CACHE_DIR and passes none, so its call also reads the environment. `--baseline` names
+another interpreter whose tilec (e.g. a venv with main's wheel) is measured in the same run:
+its fresh processes take turns with this one's, each with its own cache; `--baseline-site`
+names a directory the other tilec is installed in instead (bench/tilec_gpu.sh:
+TILEC_BENCH_BASELINE). Both work in the full run too (its tilec children).
+
+The floor: children that start like a hit child (tilec imported, the module built) and then
+do, in straight-line code, only what any hit through a shortcut that keeps its checks must do:
+open and read the shortcut file (the same file a hit reads), check the BLAKE2b digest of its
+bytes, stat every watched path, parse the entry's JSON line (the metadata). Timed beside it
+in the same child: tilec making the kernel object from those bytes (payload -> kernel).
 
 Writes bench-compile.json; prints a table of ratios last.
 """
@@ -34,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -402,16 +415,27 @@ def correctness_and_seed(work: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- fresh-process children
-def child(kind: str, kernel: str, cache: Path) -> dict[str, Any]:
+def child(kind: str, kernel: str, cache: Path, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    if kind == "seed":
+        return seed_hits(cache)
+    if kind == "floor":
+        assert spec is not None
+        return tilec_floor(kernel, cache, spec)
     if kind.startswith("tilec-parts"):
         return tilec_parts(kernel, cache, shortcut=kind == "tilec-parts-shortcut")
     if kind.startswith("tilec-hit"):
-        return tilec_hit(kernel, cache, shortcut=kind == "tilec-hit-shortcut")
+        return tilec_hit(kernel, cache, shortcut=kind.endswith("-shortcut"), from_env="-env" in kind)
     import torch
 
     torch.cuda.init()
     t = inputs(kernel)
     torch.cuda.synchronize()  # a CUDA context exists before anything is timed
+    if kind == "floor-cuda":  # the floor, started like the GPU hit children below
+        from tilec.backends.cuda import driver
+
+        driver.current_context()
+        assert spec is not None
+        return tilec_floor(kernel, cache, spec)
     if kind in ("tilec", "tilec-shortcut"):
         import tilec
         from tilec.backends.cuda import driver
@@ -503,12 +527,18 @@ def triton_hit_in_process(fn: Any, kernel: str, t: dict[str, Any]) -> float:
     return time.perf_counter() - t0
 
 
-def tilec_hit(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
+def tilec_hit(kernel: str, cache: Path, shortcut: bool, from_env: bool = False) -> dict[str, Any]:
     """One `tilec.compile` hitting the cache in this fresh process (imports and the llvmlite
-    module before the clock), with no GPU: what a fresh process pays after import."""
+    module before the clock), with no GPU: what a fresh process pays after import.
+    `from_env`: no `settings=`, the cache named by TILEC_CACHE_DIR, so the call also makes its
+    Settings from the environment, as a caller that passes none does."""
     import tilec
 
-    settings = tilec_settings(cache)
+    settings = None
+    if from_env:
+        os.environ.update(TILEC_CACHE="1", TILEC_CACHE_DIR=str(cache))
+    else:
+        settings = tilec_settings(cache)
     m = tilec_module(kernel)
     key = source_key(kernel) if shortcut else None
     t0 = time.perf_counter()
@@ -543,7 +573,7 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             _names.append(name)
 
         c = tilec.Compiler(tilec_settings(cache))
-        lap("Compiler(settings)")
+        lap("Settings.from_env (the bench's) + Compiler(settings)")
         opts = tilec.CompileOptions(target=target())
         opts.validate()
         lap("CompileOptions + validate")
@@ -551,13 +581,23 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
         lap("resolve_quick (built-in backend, no plugins, no native core)")
         if shortcut:
             sid = c._shortcut_id(source_key(kernel), opts, backend, tgt)
-            lap("shortcut id (repr of options and settings, sha256)")
+            lap("shortcut id (repr of options and settings, BLAKE2b)")
             record = c.cache.get_shortcut(sid)
-            assert record is not None, "no shortcut: seed the cache with source_key first"
-            lap("read the shortcut file")
-            assert tcache.unchanged(record["watch"])
-            lap(f"stat the {len(record['watch'])} watched tool files and directories")
-            key = record["key"]
+            assert record is not None and record.watch is not None, "no shortcut: seed with source_key first"
+            lap("read the shortcut file (the entry's copy in it), check its digest")
+            assert tcache.same_state(record.watch)
+            lap(f"stat the {len(record.watch)} watched tool files and directories")
+            key = record.key
+            entry = tcache.decode(key, record.entry, verify=False)
+            lap("the entry's JSON line")
+            assert entry is not None
+            asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class)
+            backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=c.settings)
+            lap("payload -> kernel")
+            parts = {n: b - a for n, a, b in zip(names, clock, clock[1:], strict=False)}
+            parts["total"] = clock[-1] - clock[0]
+            rounds.append(parts)
+            continue
         else:
             toolchain.identity(c.settings)
             lap("tools identity (one remembered file, stat of watched paths)")
@@ -568,9 +608,9 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             key = tc._key(ir, base)
             lap("key digest (sha256 of the IR, JSON of the parts)")
         entry, status = c.cache.get(key)
-        lap("read the entry, check the sha256 of its bytes")
+        lap("read the entry, check the digest of its bytes")
         assert entry is not None, status
-        asm, md = tc.CompiledKernel._parse_payload(*entry, backend.metadata_class)
+        asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class)
         backend.make_kernel(asm, md, opts, key, status, tgt, settings=c.settings)
         lap("payload -> kernel")
         parts = {n: b - a for n, a, b in zip(names, clock, clock[1:], strict=False)}  # clock has one more
@@ -579,46 +619,174 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
     return {"first_in_process": rounds[0], "second_in_process": rounds[1]}
 
 
-def seed_hits(work: Path) -> None:
-    """Fill the warm cache without a GPU: every kernel keyed by its IR, and its shortcut."""
+def seed_hits(cache: Path) -> dict[str, Any]:
+    """Fill a warm cache without a GPU: every kernel keyed by its IR, and its shortcut."""
     import tilec
 
     for name in TILEC_KERNELS:
         for key in (None, source_key(name)):
-            tilec.compile(tilec_module(name), target=target(), settings=tilec_settings(work / "warm"), source_key=key)
+            tilec.compile(tilec_module(name), target=target(), settings=tilec_settings(cache), source_key=key)
+    return {"tilec": str(Path(tilec.__file__).parent)}
 
 
-def run_child(kind: str, kernel: str, cache: Path) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", kind, "--kernel", kernel, "--cache", str(cache)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+def floor_spec(kernel: str, cache: Path) -> dict[str, Any]:
+    """The file a hit of `kernel` through its shortcut reads and the paths it stats, found with
+    this process's tilec (the floor children get them as data, so that nothing of the hit path
+    runs in them before the clock)."""
+    import tilec
+    from tilec import cache as tcache
+
+    c = tilec.Compiler(tilec_settings(cache))
+    opts = tilec.CompileOptions(target=target())
+    quick = c.registry.resolve_quick(opts.target, opts)
+    assert quick is not None
+    path = c.cache.shortcut_path(c._shortcut_id(source_key(kernel), opts, *quick))
+    record = tcache.decode_shortcut(path.read_bytes())
+    assert record is not None and record.watch is not None, "no shortcut vouching for its tools"
+    return {"file": str(path), "watch": [os.fsdecode(p) for p, _, _ in record.watch]}
+
+
+def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """The irreducible work of a hit through a shortcut, in this fresh process (see the module's
+    docstring), then tilec making the kernel object from the bytes read."""
+    import hashlib
+
+    import tilec
+    from tilec.backends.cuda import CudaBackend
+
+    settings = tilec_settings(cache)
+    tilec_module(kernel)  # the same process state as a hit child's
+    path, watch = spec["file"], spec["watch"]
+    decoder = json.JSONDecoder()
+    clock = time.perf_counter
+    t0 = clock()
+    with open(path, "rb") as f:
+        raw = f.read()
+    t1 = clock()
+    head = raw.index(b"\n")
+    good = hashlib.blake2b(memoryview(raw)[head + 1 :], digest_size=32).hexdigest().encode() == raw[head - 64 : head]
+    t2 = clock()
+    for p in watch:
+        os.stat(p)
+    t3 = clock()
+    # shortcut header, key, base, count, the watched paths, the entry's header, its JSON line
+    lines = raw.split(b"\n", 6 + len(watch))
+    index, _ = decoder.raw_decode(lines[5 + len(watch)].decode())
+    t4 = clock()
+    if not good or not isinstance(index, dict):
+        raise AssertionError("the shortcut's digest or JSON line is not what the floor expects")
+    # tilec's part: the kernel object from the entry (the same calls Compiler.lookup makes).
+    from tilec import cache as tcache
+    from tilec import compiler as tc
+
+    backend = CudaBackend()
+    opts = tilec.CompileOptions(target=target())
+    tgt = backend.quick_target(target(), opts)
+    key = lines[1].decode()
+    entry = tcache.decode(key, b"\n".join(lines[4 + len(watch) :]), verify=False)
+    assert entry is not None and tgt is not None
+    t5 = clock()
+    asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class)
+    backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=settings)
+    t6 = clock()
+    return {
+        "floor_s": t4 - t0,
+        "read_s": t1 - t0,
+        "digest_s": t2 - t1,
+        "stat_s": t3 - t2,
+        "json_s": t4 - t3,
+        "watched": len(watch),
+        "bytes": len(raw),
+        "kernel_object_s": t6 - t5,
+    }
+
+
+def run_child(
+    kind: str,
+    kernel: str,
+    cache: Path,
+    baseline: Baseline | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    python, env = baseline.command() if baseline is not None else (sys.executable, None)
+    cmd = [python, __file__, "--child", kind, "--kernel", kernel, "--cache", str(cache)]
+    if spec is not None:
+        cmd += ["--spec", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {kind}/{kernel} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
-def warm(fresh: int, work: Path, kinds: tuple[str, ...] = ("tilec", "tilec-shortcut", "triton")) -> dict[str, Any]:
+BASELINE = "baseline:"  # prefix of the kinds run by the baseline's tilec
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Another tilec to measure beside this one: an interpreter (--baseline) and/or a directory
+    it is installed in (--baseline-site, as `pip install --target` makes)."""
+
+    python: str
+    site: str | None
+
+    def command(self) -> tuple[str, dict[str, str]]:
+        """Its interpreter and environment: PYTHONPATH without the directory this process's
+        tilec comes from (bench/tilec_gpu.sh puts it there), with the baseline's site first."""
+        import tilec
+
+        own = Path(tilec.__file__).resolve().parent.parent
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != own]
+        if self.site:
+            paths.insert(0, self.site)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        return self.python, env
+
+
+def warm(
+    fresh: int,
+    work: Path,
+    kinds: tuple[str, ...] = ("tilec", "tilec-shortcut", "triton", "floor-cuda"),
+    baseline: Baseline | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    seed_hits(work)  # the shortcut children need their shortcut written once
+    own = seed_hits(work / "warm")  # the shortcut children need their shortcut written once
+    if baseline is not None:
+        kinds += tuple(BASELINE + k for k in kinds if k.startswith("tilec"))
+        # Its own cache: the two tilecs need not share a format.
+        seeded = run_child("seed", "-", work / "warm-baseline", baseline)
+        if Path(seeded["tilec"]).resolve() == Path(own["tilec"]).resolve():
+            raise RuntimeError(f"the baseline imports the same tilec as this process: {own['tilec']}")
+        out["baseline"] = {"python": baseline.python, "site": baseline.site, **seeded}
+    specs = {k: floor_spec(k, work / "warm") for k in TRITON_KERNELS}
     for _rep in range(fresh):
         for kernel in TRITON_KERNELS:
             for kind in kinds:
-                r = run_child(kind, kernel, work / "warm")
+                if kind.startswith(BASELINE):
+                    r = run_child(kind[len(BASELINE) :], kernel, work / "warm-baseline", baseline)
+                else:
+                    spec = specs[kernel] if kind.startswith("floor") else None
+                    r = run_child(kind, kernel, work / "warm", spec=spec)
                 out.setdefault(f"{kind}:{kernel}", []).append(r)
     for kernel in TRITON_KERNELS:
         for kind in ("tilec-parts", "tilec-parts-shortcut"):
             out[f"{kind}:{kernel}"] = run_child(kind, kernel, work / "warm")
     summary: dict[str, Any] = {}
     for key, runs in out.items():
-        if key.startswith("tilec-parts"):
+        if key.startswith("tilec-parts") or key == "baseline":
             continue
         statuses = {r.get("cache_status") for r in runs}
-        if key.startswith("tilec") and statuses != {"hit"}:
+        if "tilec" in key.split(":")[-2] and statuses != {"hit"}:
             raise AssertionError(f"{key}: expected cache hits, got {statuses}")
-        summary[key] = {
-            f: lib.stats([r[f] for r in runs if r.get(f) is not None])
-            for f in ("compile_hit_s", "first_launch_s", "first_call_total_s", "hit_in_process_s")
-        }
+        fields = ("compile_hit_s", "first_launch_s", "first_call_total_s", "hit_in_process_s")
+        if key.startswith("floor"):
+            fields = ("floor_s", "read_s", "digest_s", "stat_s", "json_s", "kernel_object_s")
+        summary[key] = {f: lib.stats([r[f] for r in runs if r.get(f) is not None]) for f in fields}
+        if key.startswith("floor"):
+            summary[key]["watched"] = runs[0]["watched"]
+            summary[key]["bytes"] = runs[0]["bytes"]
     out["summary"] = summary
     return out
 
@@ -660,7 +828,8 @@ def ratios(res: dict[str, Any]) -> list[list[Any]]:
                     lib.verdict(a * 1e3, 0.3),
                 ]
             )
-        for kind in ("tilec-shortcut", "tilec-hit", "tilec-hit-shortcut"):
+        kinds = ("tilec-shortcut", "tilec-hit", "tilec-hit-shortcut", "tilec-hit-env-shortcut")
+        for kind in (*kinds, *(BASELINE + kind for kind in ("tilec", *kinds))):
             a1 = summ.get(f"{kind}:{k}", {}).get("compile_hit_s", {}).get("median")
             if a1 is not None:
                 rows.append(
@@ -693,6 +862,44 @@ def ratios(res: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def floor_table(summ: dict[str, Any]) -> list[list[Any]]:
+    """Rows of the hit beside its floor (see the module's docstring), per kernel."""
+
+    def med(key: str, field: str) -> float | None:
+        value = summ.get(key, {}).get(field, {})
+        return value.get("median") if isinstance(value, dict) else None
+
+    hit_kind = next((k for k in ("tilec-hit-shortcut", "tilec-shortcut") if f"{k}:vadd" in summ), None)
+    floor_kind = next((k for k in ("floor", "floor-cuda") if f"{k}:vadd" in summ), None)
+    if hit_kind is None or floor_kind is None:
+        return []
+    rows: list[list[Any]] = []
+
+    def row(label: str, key: str, field: str, scale: float = 1e3) -> None:
+        values = [med(f"{key}:{k}", field) for k in TRITON_KERNELS]
+        if any(v is not None for v in values):
+            rows.append([label, *[v * scale if v is not None else "-" for v in values]])
+
+    row(f"tilec hit through the shortcut ({hit_kind})", hit_kind, "compile_hit_s")
+    row(f"baseline tilec hit through the shortcut ({BASELINE}{hit_kind})", BASELINE + hit_kind, "compile_hit_s")
+    env = "tilec-hit-env-shortcut"
+    row(f"tilec hit, Settings from the environment ({env})", env, "compile_hit_s")
+    row(f"baseline tilec hit, Settings from the environment ({BASELINE}{env})", BASELINE + env, "compile_hit_s")
+    row("floor: read + digest + stat + JSON line", floor_kind, "floor_s")
+    row("  read the shortcut file", floor_kind, "read_s")
+    row("  BLAKE2b of its bytes", floor_kind, "digest_s")
+    watched = summ.get(f"{floor_kind}:vadd", {}).get("watched")
+    row(f"  stat the {watched} watched paths", floor_kind, "stat_s")
+    row("  the entry's JSON line", floor_kind, "json_s")
+    row("tilec's kernel object from those bytes (payload -> kernel)", floor_kind, "kernel_object_s")
+    ratios = []
+    for k in TRITON_KERNELS:
+        a, b = med(f"{hit_kind}:{k}", "compile_hit_s"), med(f"{floor_kind}:{k}", "floor_s")
+        ratios.append(a / b if a and b else "-")
+    rows.append(["hit / floor", *ratios])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="report directory ($OUT, else reports/)")
@@ -707,11 +914,28 @@ def main() -> int:
     ap.add_argument("--child")
     ap.add_argument("--kernel")
     ap.add_argument("--cache")
+    ap.add_argument("--spec", help="(children) what a floor child reads and stats, as JSON")
+    ap.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="also measure the tilec of this interpreter (e.g. a venv with main's wheel) in the warm-hit "
+        "children, its fresh processes taking turns with this one's",
+    )
+    ap.add_argument(
+        "--baseline-site",
+        metavar="DIR",
+        help="the baseline tilec is installed in DIR (pip install --target), run by --baseline or this "
+        "interpreter; DIR replaces this tilec's directory on PYTHONPATH in its children",
+    )
     a = ap.parse_args()
+    a.baseline_spec = (
+        Baseline(a.baseline or sys.executable, a.baseline_site) if a.baseline or a.baseline_site else None
+    )
     if a.target:
         os.environ["TILEC_BENCH_TARGET"] = a.target
     if a.child:
-        print("RESULT " + json.dumps(child(a.child, a.kernel, Path(a.cache))), flush=True)
+        spec = json.loads(a.spec) if a.spec else None
+        print("RESULT " + json.dumps(child(a.child, a.kernel, Path(a.cache), spec)), flush=True)
         return 0
 
     work = Path(tempfile.mkdtemp(prefix="tilec-bench-compile-"))
@@ -744,7 +968,7 @@ def main() -> int:
         res["correctness_rel_err"] = correctness_and_seed(work)
     if a.only != "cold":
         with lib.section("warm cache hits in fresh processes", errors):
-            res["warm"] = warm(a.fresh, work)
+            res["warm"] = warm(a.fresh, work, baseline=a.baseline_spec)
     rows = ratios(res)
     res["ratios"] = [dict(zip(("what", "tilec", "triton", "ratio", "goal", "verdict"), r, strict=True)) for r in rows]
     path = lib.out_dir(a.out) / "bench-compile.json"
@@ -752,6 +976,10 @@ def main() -> int:
     print(f"wrote {path}")
     print(f"GPU: {info.get('gpu')}  tilec LLVM {info.get('tilec_llvm')}  Triton {info.get('triton')}")
     print(lib.table(["compile", "tilec", "triton", "tilec/triton", "goal", "verdict"], rows))
+    floor = floor_table(res.get("warm", {}).get("summary", {}))
+    if floor:
+        print("\nhit and floor, fresh processes with a CUDA context (ms, medians)")
+        print(lib.table(["", *TRITON_KERNELS], floor))
     return 1 if errors else 0
 
 
@@ -767,18 +995,32 @@ def hit_only(a: argparse.Namespace, work: Path) -> int:
             "cpu_count": os.cpu_count(),
             "python": sys.version.split()[0],
             "target": target(),
+            # The children's times depend on what else runs: say how loaded the machine was.
+            "loadavg_start": os.getloadavg(),
         },
         "errors": {},
     }
+    if a.baseline_spec is not None:
+        res["baseline"] = {"python": a.baseline_spec.python, "site": a.baseline_spec.site}
     errors: dict[str, str] = res["errors"]
     with lib.section("warm cache hits in fresh processes (no GPU)", errors):
-        res["warm"] = warm(a.fresh, work, kinds=("tilec-hit", "tilec-hit-shortcut"))
+        kinds = ("tilec-hit", "tilec-hit-shortcut", "tilec-hit-env-shortcut", "floor")
+        res["warm"] = warm(a.fresh, work, kinds=kinds, baseline=a.baseline_spec)
+    res["machine"]["loadavg_end"] = os.getloadavg()
+    with contextlib.suppress(ImportError):
+        import tilec
+
+        res["tilec"] = str(Path(tilec.__file__).parent)
     rows = ratios(res)
     res["ratios"] = [dict(zip(("what", "tilec", "triton", "ratio", "goal", "verdict"), r, strict=True)) for r in rows]
     path = lib.out_dir(a.out) / "bench-compile-hit.json"
     lib.write_json(path, res)
     print(f"wrote {path}")
     print(lib.table(["compile", "tilec", "triton", "tilec/triton", "goal", "verdict"], rows))
+    floor = floor_table(res.get("warm", {}).get("summary", {}))
+    if floor:
+        print("\nhit and floor, fresh processes (ms, medians)")
+        print(lib.table(["", *TRITON_KERNELS], floor))
     for key, v in res.get("warm", {}).items():
         if key.startswith("tilec-parts"):
             print(f"\n{key} (ms)")

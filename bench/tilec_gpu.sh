@@ -6,6 +6,9 @@
 # assembler (ptxas against nvJitLink on the same PTX: SASS, registers, spills, local memory).
 # JSON and one log go to $OUT (else reports/); tilec_report.py makes the markdown
 # (tilec_assembler.py writes its own).
+# TILEC_BENCH_BASELINE=DIR: another tilec wheel (main's, say) whose cache hits tilec_compile.py
+# measures beside this one's, fresh processes taking turns (--baseline-site); TILEC_BENCH_FRESH=N:
+# fresh processes per warm-hit kind (default 3).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WHEELS=${1:-$REPO/.bench-carry}
@@ -25,9 +28,22 @@ echo "== $(nvidia-smi --query-gpu=name,driver_version,temperature.gpu,clocks.sm,
 echo "== $(nproc) cores; $("$PY" -V 2>&1); tilec from $SITE; ptxas $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>&1)"
 
 rc=0
+compile_args=(--fresh "${TILEC_BENCH_FRESH:-3}")
+if [[ -n ${TILEC_BENCH_BASELINE:-} ]]; then
+  base=("$TILEC_BENCH_BASELINE"/tilec-*.whl)
+  BSITE=$(mktemp -d)/site
+  if ((${#base[@]} == 1)) && "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$BSITE" "${base[0]}"; then
+    echo "== baseline tilec for the warm hits: ${base[0]}"
+    compile_args+=(--baseline-site "$BSITE")
+  else
+    echo "== no usable baseline wheel in $TILEC_BENCH_BASELINE"; rc=1
+  fi
+fi
 for b in compile launch bandwidth assembler; do
   echo "== tilec_$b.py"
-  "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" || rc=1
+  args=()
+  [[ $b == compile ]] && args=("${compile_args[@]}")
+  "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" "${args[@]}" || rc=1
 done
 # Optional: a second tilec wheel (a prototype fix, say) for the cold compile only, in $OUT/proto.
 if [[ -n ${TILEC_BENCH_PROTO:-} ]]; then

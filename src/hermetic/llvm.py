@@ -403,7 +403,7 @@ def _use_compile_cache(
     if tc.kind != "host":
         # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
         wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(
-            toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), Path("/zig-lib")).items()))
+            toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
     conf = compile_cache.write_config(
         new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), wrappers),
         compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,

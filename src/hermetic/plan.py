@@ -124,16 +124,21 @@ def plan_all(
             fetch,
         )
 
-    # wheelhouse: the hash-pinned build requirements: CMake and Ninja of the build, the wheel's too
-    has_nvptx = "NVPTX" in variant.values("targets")
-    reqs = wheelhouse.load_requirements(settings.toolchain_dir / "build-requirements.txt")
+    # the wheels built against this tree: the wheel recipes naming this release and variant
+    wheel_recipes, not_fit = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
+                                                    tuple(variant.values("targets")))
+
+    # wheelhouse: the hash-pinned build requirements: CMake and Ninja of the build, the wheels' too
+    req_sets = [wheelhouse.load_requirements(f) for f in wheel.requirement_files(settings, wheel_recipes)]
+    reqs = req_sets[0]
     house = wheelhouse.wheelhouse_dir(settings)
-    missing = wheelhouse.check_wheelhouse(house, reqs).missing
+    missing = [m for r in req_sets for m in wheelhouse.check_wheelhouse(house, r).missing]
+    pinned = sum(len(r.items) for r in req_sets)
     house_step = Step(
-        "wheelhouse", "fetch wheelhouse", reqs.digest(),
+        "wheelhouse", "fetch wheelhouse", _digest(*(r.digest() for r in req_sets)) if len(req_sets) > 1 else reqs.digest(),
         RUN if missing else DONE,
-        f"{len(missing)} of {len(reqs.items)} pinned wheels missing" if missing else f"complete in {house}",
-        lambda: wheelhouse.fetch_wheelhouse(settings, log),
+        f"{len(missing)} of {pinned} pinned wheels missing" if missing else f"complete in {house}",
+        lambda: wheel.fetch_wheelhouses(settings, log, wheel_recipes),
     )
 
     # prune: the variant's deterministic subset of the release
@@ -206,19 +211,26 @@ def plan_all(
         lambda: steps.make_image(settings, record_json, image_dir, log),
     )
 
-    # wheel: the compiler core against the tree (it lowers to PTX: a variant without NVPTX cannot host it)
+    # wheel: the wheel recipes that build against this tree (the compiler core lowers to PTX: a variant without
+    # NVPTX cannot host it; a third-party recipe names its release and variant)
     prefix = llvm.build_dir(settings, rec.build_name(variant.name)) / "install" / rec.prefix(variant.name).lstrip("/")
-    wrec = wheel.load_wheel_recipe(settings.recipes_dir)
-    wheel_id = _digest("wheel", build_id, wrec.digest(), reqs.digest())
-    if not has_nvptx:
-        wheel_state, wheel_detail = SKIP, _no_wheel(variant)
+    wheel_id = _digest("wheel", build_id, *(w.digest() for w in wheel_recipes), *(r.digest() for r in req_sets))
+    names = ", ".join(f"{w.sdist.name} {w.sdist.version}" if w.sdist else w.project for w in wheel_recipes)
+    if not wheel_recipes:
+        wheel_state, wheel_detail = SKIP, _no_wheel(variant, rec.version, not_fit)
     elif cross:
-        wheel_state, wheel_detail = SKIP, f"no {arch} wheel yet: the wheel is built for this machine's arch only"
+        wheel_state, wheel_detail = SKIP, f"no {arch} wheel here: `hermetic wheel --arch {arch} --python ROOT/…` builds it"
     else:
-        wheel_state, wheel_detail = RUN, f"tilec against {rec.prefix(variant.name)}, offline"
-    wheel_step = Step(
-        "wheel", "wheel src/compiler", wheel_id, wheel_state, wheel_detail, lambda: steps.make_wheel(settings, prefix, log)
-    )
+        wheel_state = RUN
+        wheel_detail = "; ".join(
+            f"{w.sdist.file} (sha256 {w.sdist.sha256[:12]}…)" if w.sdist else f"{w.project}" for w in wheel_recipes
+        ) + f" against {rec.prefix(variant.name)}, offline"
+
+    def make_wheels() -> None:
+        for w in wheel_recipes:
+            steps.make_wheel(settings, prefix, log, w.name)
+
+    wheel_step = Step("wheel", f"wheel {names or '(none)'}", wheel_id, wheel_state, wheel_detail, make_wheels)
     # Resolving steps no later step of this job needs are skipped: a pulled or finished tree needs no
     # source, and only a build or a wheel that runs needs the compiler and the wheelhouse.
     keys = [s.key for s in (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step)]
@@ -258,8 +270,8 @@ def _tc_origins(settings: Settings) -> str:
     return "from " + (", ".join(allowed) if allowed else "nowhere: all origins are off")
 
 
-def _no_wheel(variant: recipe.Variant) -> str:
-    return f"variant {variant.name} has no NVPTX target, so no wheel"
+def _no_wheel(variant: recipe.Variant, version: str, why: list[str]) -> str:
+    return f"no wheel recipe builds against {variant.name} of LLVM {version}: {'; '.join(why) or 'there are none'}"
 
 
 def _pruned_in_cache(settings: Settings, rec: recipe.Recipe, variant: recipe.Variant) -> Path | None:

@@ -215,6 +215,12 @@ def wheel_statement(
         llvm_dep["digest"] = {TREE_DIGEST: _hex(llvm_record.tree.digest)}
         llvm_dep["annotations"]["variant"] = llvm_record.variant
     deps.append(llvm_dep)
+    sd = wrec.project.sdist
+    if sd is not None:
+        deps.insert(0, {"name": sd.file, "uri": sd.url or f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
+                        "digest": {"sha256": sd.sha256},
+                        "annotations": {"role": "source", "distribution": sd.name, "version": sd.version,
+                                        "origin": sd.origin}})
     if llvm_record is not None:
         deps += [d for d in llvm_dependencies(llvm_record, canonical) if (d.get("annotations") or {}).get("role") != "toolchain"]
     for p in reqs.pinned:
@@ -239,7 +245,8 @@ def wheel_statement(
         external={
             "project": wrec.project.name,
             "llvmPrefix": llvm.prefix,
-            "recipe": {"name": "compiler", "digest": {RECIPE_DIGEST: wrec.recipe_digest}},
+            "recipe": {"name": wrec.project.recipe, "digest": {RECIPE_DIGEST: wrec.recipe_digest}},
+            **({"sdist": {"name": sd.name, "version": sd.version, "file": sd.file}} if sd is not None else {}),
             "buildRequirements": {"digest": {REQUIREMENTS_DIGEST: reqs.digest}},
             "toolchain": wrec.toolchain_ref.as_json(),
         },

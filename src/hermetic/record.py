@@ -781,16 +781,44 @@ class PythonInfo:
 
 
 @dataclass(frozen=True)
+class SdistRef:
+    """The release sdist a third-party wheel was built from, as its recipe pins it."""
+
+    name: str
+    version: str
+    file: str
+    sha256: str
+    url: str
+    origin: str  # where the cached copy came from: mirror:PATH or url:URL
+
+    @classmethod
+    def from_json(cls, f: _Fields) -> SdistRef:
+        return cls(f.string("name"), f.string("version"), f.string("file"), f.string("sha256"), f.string("url"),
+                   f.string("origin"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "file": self.file, "sha256": self.sha256, "url": self.url,
+                "origin": self.origin}
+
+
+@dataclass(frozen=True)
 class ProjectRef:
     name: str
-    path: str
+    path: str  # the project directory, or the cached sdist
+    recipe: str = "compiler"  # recipes/RECIPE/wheel.yml
+    sdist: SdistRef | None = None
 
     @classmethod
     def from_json(cls, f: _Fields) -> ProjectRef:
-        return cls(f.string("name"), f.string("path"))
+        sdist = f.opt_obj("sdist")
+        return cls(f.string("name"), f.string("path"), f.opt_string("recipe") or "compiler",
+                   SdistRef.from_json(sdist) if sdist else None)
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path}
+        out: dict[str, Any] = {"name": self.name, "path": self.path}
+        if self.recipe != "compiler" or self.sdist is not None:
+            out |= {"recipe": self.recipe} | ({"sdist": self.sdist.as_json()} if self.sdist else {})
+        return out
 
 
 @dataclass(frozen=True)

@@ -403,7 +403,8 @@ def wheel_sbom(
     canonical: Mapping[str, str],
     toolchain: ToolchainVersions | None = None,
 ) -> dict[str, Any]:
-    """The SBOM of a compiler-core wheel: the wheel, the LLVM and nanobind linked into it, its build toolchain."""
+    """The SBOM of a wheel `hermetic wheel` built: the wheel, the LLVM (and nanobind) linked into it, its build
+    toolchain, and for a third-party recipe the release sdist it was built from."""
     name = wrec.wheel
     parts = name.removesuffix(".whl").split("-")
     dist, version = (parts[0], parts[1]) if len(parts) >= 2 else (name, "")
@@ -415,7 +416,8 @@ def wheel_sbom(
         "bom-ref": "wheel",
         "name": dist,
         "version": version,
-        "description": f"{name}: the compiler core built against LLVM {llvm.version}",
+        "description": f"{name}: built from its release sdist {wrec.project.sdist.file} against LLVM {llvm.version}"
+        if wrec.project.sdist else f"{name}: the compiler core built against LLVM {llvm.version}",
         "hashes": _sha256(sha),
         "licenses": _license(license_expression),
         "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
@@ -429,6 +431,10 @@ def wheel_sbom(
             ]
         ),
     }
+    sd = wrec.project.sdist
+    if sd is not None:
+        subject["externalReferences"] = [{"type": "source-distribution", "url": sd.url or f"file:{sd.file}",
+                                          "hashes": _sha256(sd.sha256)}]
     bom = _bom(subject, "sha256:" + sha, wrec.source_date_epoch)
     components: list[dict[str, Any]] = []
     deps: list[dict[str, Any]] = []
@@ -488,6 +494,19 @@ def wheel_sbom(
                 "hashes": [{"alg": "SHA-256", "content": h} for h in p.sha256],
             }
         )
+    if sd is not None:
+        # what was built: the release source, admitted to the cache only by this digest
+        formula_tools.append({
+            "type": "file",
+            "bom-ref": "sdist",
+            "name": sd.file,
+            "version": sd.version,
+            "description": f"{sd.name} {sd.version}'s release source, built by the wheel recipe {wrec.project.recipe}",
+            "hashes": _sha256(sd.sha256),
+            "purl": f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
+            **({"externalReferences": [{"type": "source-distribution", "url": sd.url}]} if sd.url else {}),
+            "properties": _props([("origin", sd.origin)]),
+        })
     py = wrec.python
     formula_tools.append(
         {
@@ -517,8 +536,10 @@ def wheel_sbom(
             "taskTypes": ["build"],
             "inputs": [
                 {"resource": {"ref": llvm_ref}},
+                *([{"resource": {"ref": "sdist"}}] if sd is not None else []),
                 {"parameters": [
                     {"name": "project", "value": wrec.project.name},
+                    {"name": "recipe", "value": wrec.project.recipe},
                     {"name": "llvm-prefix", "value": llvm.prefix},
                     {"name": "llvm-version", "value": llvm.version},
                     {"name": "build-requirements.digest", "value": wrec.build_requirements.digest},

@@ -244,7 +244,7 @@ def _from_mirrors(cache_dir: Path, recipe: Recipe, mirrors: Iterable[Path], log:
     return None
 
 
-def _download(url: str, part: Path, log: Log, dest: Path) -> bool:
+def download(url: str, part: Path, log: Log, dest: Path) -> bool:
     """`url` into `part` (on its way to `dest`); False (and nothing left) when it cannot be had. A full
     disk is raised, naming `dest`: the next origin would fail the same way."""
     try:
@@ -259,23 +259,28 @@ def _download(url: str, part: Path, log: Log, dest: Path) -> bool:
     return True
 
 
+def download_verified(url: str, dest: Path, sha256: str, what: str, log: Log) -> Path | None:
+    """`url` admitted at the content-addressed `dest` when it hashes to `sha256` (a SourceError when it does not);
+    None, leaving nothing, when it cannot be had. Source archives and sdists."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.{os.getpid()}.download")
+    log(f"fetch: downloading {url}")
+    try:
+        ok = download(url, part, log, dest)
+    finally:
+        if not part.exists():
+            with contextlib.suppress(OSError):
+                dest.parent.rmdir()  # only when empty: nothing of this attempt stays
+    return admit_file(dest, sha256, part, f"url:{url}", what, move=True) if ok else None
+
+
 def _from_urls(cache_dir: Path, recipe: Recipe, log: Log) -> CachedArchive | None:
     for a in recipe.archives:
         if not a.url:
             continue
-        dest = cache_path(cache_dir, a)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(f".{a.file}.{os.getpid()}.download")
-        log(f"fetch: downloading {a.url}")
-        try:
-            ok = _download(a.url, part, log, dest)
-        finally:
-            if not part.exists():
-                with contextlib.suppress(OSError):
-                    dest.parent.rmdir()  # only when empty: nothing of this attempt stays
-        if not ok:
-            continue
-        return admit(cache_dir, a, part, f"url:{a.url}", move=True)
+        path = download_verified(a.url, cache_path(cache_dir, a), a.sha256, f"source archive {a.file}", log)
+        if path is not None:
+            return CachedArchive(a, path, f"url:{a.url}")
     return None
 
 
@@ -381,7 +386,7 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
             ).stdout
             for url in other_pools(uris, a.file, _entry_uris(entries)):
                 log(f"fetch: trying the same file in another Debian pool: {url}")
-                if _download(url, got, log, cache_path(cache_dir, a)):
+                if download(url, got, log, cache_path(cache_dir, a)):
                     # the path in the pool, not the mirror: records name no host (apt's own origin is the spec)
                     return admit(cache_dir, a, got, f"apt:{spec} (pool/{url.partition('/pool/')[2]})", move=True)
     return None

@@ -129,9 +129,9 @@ def finished_build(settings: Settings, build_name: str, inputs_digest: str) -> t
     return rec.tree.digest, ""
 
 
-def make_wheel(settings: Settings, llvm_prefix: Path, log: Log) -> None:
+def make_wheel(settings: Settings, llvm_prefix: Path, log: Log, recipe_name: str = wheel.DEFAULT_RECIPE) -> None:
     # Planned at run time: the LLVM prefix it checks exists only once the build step ran.
-    job = wheel.plan(settings, None, llvm_prefix, None, None)
+    job = wheel.plan(settings, None, llvm_prefix, None, None, recipe_name=recipe_name, log=log)
     rec = wheel.build_wheel(settings, job, log)
     sbom, prov = attest_wheel(settings, job.output / rec.wheel)
     log(f"wheel: SBOM {sbom.name}, provenance {prov.name}")

@@ -772,11 +772,14 @@ def zig_env(cache_root: Path) -> dict[str, str]:
     return {"ZIG_GLOBAL_CACHE_DIR": str(cache_root / "global"), "ZIG_LOCAL_CACHE_DIR": str(cache_root / "local")}
 
 
-def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path, lib_dir: Path | None = None) -> dict[str, str]:
+def wrapper_scripts(
+    tc: Toolchain, zig_root: Path, cache_root: Path, drop_flags: tuple[str, ...] = (), lib_dir: Path | None = None
+) -> dict[str, str]:
     """The wrappers CMake runs as compiler, archiver and ranlib (CMake wants one executable each).
 
-    `lib_dir`: zig's lib directory (its libc and libc++ headers) as the build should name it, a link
-    to the toolchain's (see prepare); None: where the toolchain is unpacked.
+    `drop_flags`: more arguments the compiler wrappers remove (a project's link flags zig refuses: wheel recipes'
+    zig_link.drop). `lib_dir`: zig's lib directory (its libc and libc++ headers) as the build should name it, a
+    link to the toolchain's (see prepare); None: where the toolchain is unpacked.
     """
     zig = shlex.quote(str(zig_root / "zig"))
     env = zig_env(cache_root) | ({"ZIG_LIB_DIR": str(lib_dir)} if lib_dir is not None else {})
@@ -789,6 +792,9 @@ def wrapper_scripts(tc: Toolchain, zig_root: Path, cache_root: Path, lib_dir: Pa
     # warns that the flag is unused, which fails every check_cxx_compiler_flag (they add -Werror):
     # LLVM then silently builds without -fPIC. So the wrappers drop it.
     drop = ['for a do shift; [ "$a" = -stdlib=libc++ ] || set -- "$@" "$a"; done']
+    if drop_flags:
+        words = "|".join(shlex.quote(f) for f in ("-stdlib=libc++", *drop_flags))
+        drop = [f'for a do shift; case $a in {words}) ;; *) set -- "$@" "$a";; esac; done']
     # zig links its cached runtime objects (libc++, crt, compiler_rt), built with debug info that
     # names zig's cache and the directory of whichever compile first filled it: a command that
     # links strips that debug info. Only a linking command: on a compile-only one the flag would
@@ -837,7 +843,7 @@ def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Pat
 
 def prepare(
     tc: Toolchain, zig_root: Path | None, out: Path, toolchain_dir: Path, cache_root: Path,
-    build: Toolchain | None = None, lib_link: bool = False,
+    build: Toolchain | None = None, drop_flags: tuple[str, ...] = (), lib_link: bool = False,
 ) -> Prepared:
     """Generate the build's profile (and, for zig, its wrappers) under `out`.
 
@@ -863,7 +869,7 @@ def prepare(
         lib_dir = out / "zig-lib"
         lib_dir.unlink(missing_ok=True)
         lib_dir.symlink_to(zig_root / "lib", target_is_directory=True)
-    for name, text in wrapper_scripts(tc, zig_root, cache_root, lib_dir).items():
+    for name, text in wrapper_scripts(tc, zig_root, cache_root, drop_flags, lib_dir).items():
         p = bin_dir / name
         p.write_text(text)
         p.chmod(0o755)

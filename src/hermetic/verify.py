@@ -537,7 +537,8 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     report.conditions["original_dir"] = str(art.wheel.parent)
     report.conditions["original_finished"] = provenance.iso(art.record_path.stat().st_mtime)
     report.conditions["source_date_epoch"] = wrec.source_date_epoch
-    project = Path(wrec.project.path)
+    # a third-party recipe's source is its pinned sdist, fetched and hashed again; the compiler core's, the recorded directory
+    project = None if wrec.project.sdist else Path(wrec.project.path)
     prefix = Path(wrec.llvm.prefix)
     wheelhouse = Path(wrec.wheelhouse) if wrec.wheelhouse and Path(wrec.wheelhouse).is_dir() else None
     # The recorded compiler and interpreter, refused before building where this checkout or machine has other ones.
@@ -550,7 +551,8 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", toolchain=want.name, glibc=want.glibc or None,
                                            arch=toolchain.target_arch(tc))
     with rebuild_conditions(report):
-        job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse, python=python, warn=log)
+        job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse, python=python, warn=log,
+                         recipe_name=wrec.project.recipe, log=log)
         if job.toolchain.identity() != tc.identity():
             raise VerifyError(
                 f"{art.wheel.name} cannot be rebuilt with the toolchain it was built with",
@@ -559,7 +561,7 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
             )
         checks = [
             ("build requirements", job.requirements.digest(), wrec.build_requirements.digest),
-            ("compiler recipe", job.recipe.digest(), wrec.recipe_digest),
+            (f"wheel recipe {wrec.project.recipe}", job.recipe.digest(), wrec.recipe_digest),
             ("SOURCE_DATE_EPOCH", str(job.epoch), str(wrec.source_date_epoch)),
             ("LLVM version", job.llvm.version, wrec.llvm.version),
         ]

@@ -46,6 +46,7 @@ from .errors import BuildError, EnvironmentError_, HermeticError, RecipeError, S
 from .llvm import iso_time
 from .llvm import toolchain_versions as llvm_toolchain_versions
 from .log import Log, null_log
+from .sdist import CachedSdist, SdistPin
 from .settings import Settings
 from .wheelfile import (
     WheelName,
@@ -71,43 +72,142 @@ HOST = toolchain.Toolchain(name="host", kind="host")  # the machine's compiler: 
 
 
 @dataclass(frozen=True)
+class ZigLink:
+    """What a project's link line needs under the pinned zig: flags its driver refuses, dropped by the compiler
+    wrappers, and the symbols a generated version script exports instead (what those flags were for)."""
+
+    drop: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+
+
+# How a project's build takes CMake cache entries: scikit-build-core's config settings, or (setuptools projects
+# that run CMake themselves, like llvmlite) one environment variable of `-DKEY=VALUE` words.
+CMAKE_ARGS_MODES = ("config-settings", "CMAKE_ARGS")
+
+
+@dataclass(frozen=True)
 class WheelRecipe:
+    """recipes/NAME/wheel.yml: a project `hermetic wheel` builds against an LLVM tree: the compiler core (a
+    directory of this checkout), or another project's release sdist (pinned by sha256)."""
+
     path: Path
-    project: str
+    name: str
+    project: str  # a directory of the checkout; '' for an sdist
     requirements: str
     llvm_recipe: str
     cmake_defines: tuple[tuple[str, str], ...]
     exclude: tuple[str, ...]
+    sdist: SdistPin | None = None
+    source_date_epoch: int | None = None  # an sdist's; the compiler core takes its LLVM release's
+    llvm_versions: tuple[str, ...] = ()  # the LLVM releases it builds against; () = the LLVM recipe's default
+    variants: tuple[str, ...] = ()  # the variants it builds against; () = any holding needs_targets
+    needs_targets: tuple[str, ...] = ()
+    cmake_args: str = "config-settings"
+    env: tuple[tuple[str, str], ...] = ()
+    zig_link: ZigLink = field(default_factory=ZigLink)
 
     def digest(self) -> str:
-        data = [self.project, self.requirements, self.llvm_recipe, self.cmake_defines, self.exclude]
+        data: list[object] = [self.project, self.requirements, self.llvm_recipe, self.cmake_defines, self.exclude]
+        if self.sdist is not None or self.cmake_args != "config-settings" or self.env or self.zig_link != ZigLink():
+            # only what a recipe of the compiler core's shape does not have: its digest stays what it was
+            data += [self.sdist.as_json() if self.sdist else None, self.source_date_epoch, self.cmake_args,
+                     self.env, [self.zig_link.drop, self.zig_link.exports]]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()
 
+    def fits(self, version: str, default_version: str, variant: str, targets: tuple[str, ...]) -> str:
+        """'' when it builds against `variant` of LLVM `version`, else why not."""
+        releases = self.llvm_versions or (default_version,)
+        if version not in releases:
+            return f"{self.name} builds against LLVM {', '.join(releases)}, not {version}"
+        if self.variants and variant not in self.variants:
+            return f"{self.name} builds against the variant{'s' if len(self.variants) > 1 else ''} {', '.join(self.variants)}"
+        missing = [t for t in self.needs_targets if t not in targets]
+        if missing:
+            return f"{self.name} needs the target{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which {variant} leaves out"
+        return ""
 
-def load_wheel_recipe(recipes_dir: Path) -> WheelRecipe:
-    path = recipes_dir / "compiler" / "wheel.yml"
+
+_RECIPE_KEYS = {"project", "sdist", "source_date_epoch", "requirements", "llvm_recipe", "llvm_versions", "variants",
+                "needs_targets", "cmake_args", "cmake_defines", "env", "zig_link", "exclude"}
+
+
+def wheel_recipe_names(recipes_dir: Path) -> list[str]:
+    """The wheel recipes of a checkout: recipes/NAME/wheel.yml, the compiler core's first."""
+    names = sorted(p.parent.name for p in recipes_dir.glob("*/wheel.yml"))
+    return sorted(names, key=lambda n: n != DEFAULT_RECIPE)
+
+
+DEFAULT_RECIPE = "compiler"
+
+
+def load_wheel_recipe(recipes_dir: Path, name: str = DEFAULT_RECIPE) -> WheelRecipe:
+    path = recipes_dir / name / "wheel.yml"
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError as exc:
-        raise RecipeError(f"no compiler recipe at {path}", "", "restore recipes/compiler/wheel.yml from git") from exc
+        known = wheel_recipe_names(recipes_dir)
+        raise RecipeError(
+            f"no wheel recipe {name!r} at {path}", f"the wheel recipes of this checkout: {', '.join(known) or 'none'}",
+            f"pass --recipe with one of them{'' if name != DEFAULT_RECIPE else ', or restore recipes/compiler/wheel.yml from git'}",
+        ) from exc
     except yaml.YAMLError as exc:
         raise RecipeError(f"cannot read {path}", str(exc), "fix the YAML syntax") from exc
-    keys = {"project", "requirements", "llvm_recipe", "cmake_defines", "exclude"}
-    if not isinstance(data, dict) or set(data) - keys or not {"project", "requirements"} <= set(data):
+    if not isinstance(data, dict) or set(data) - _RECIPE_KEYS or "requirements" not in data or \
+            ("project" in data) == ("sdist" in data):
         got = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise RecipeError(
-            f"{path} is malformed", f"keys: {got}", f"use the keys {', '.join(sorted(keys))} (project, requirements required)"
+            f"{path} is malformed", f"keys: {got}",
+            f"use the keys {', '.join(sorted(_RECIPE_KEYS))}: requirements, and project or sdist (one of them)",
         )
-    defines = data.get("cmake_defines") or {}
-    if not isinstance(defines, dict):
-        raise RecipeError(f"{path}: cmake_defines must be a mapping", f"got {defines!r}", "write KEY: VALUE pairs")
+
+    def mapping(key: str) -> tuple[tuple[str, str], ...]:
+        value = data.get(key) or {}
+        if not isinstance(value, dict):
+            raise RecipeError(f"{path}: {key} must be a mapping", f"got {value!r}", "write KEY: VALUE pairs")
+        return tuple(sorted((str(k), str(v)) for k, v in value.items()))
+
+    def strings(value: object, key: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise RecipeError(f"{path}: {key} must be a list", f"got {value!r}", f"write {key}: [A, B]")
+        return tuple(str(x) for x in value)
+
+    mode = str(data.get("cmake_args", "config-settings"))
+    if mode not in CMAKE_ARGS_MODES:
+        raise RecipeError(f"{path}: cmake_args is {mode!r}", f"it is one of {', '.join(CMAKE_ARGS_MODES)}",
+                          "config-settings for scikit-build-core projects, CMAKE_ARGS for projects that read that variable")
+    pin = None
+    if "sdist" in data:
+        raw = data["sdist"]
+        need = ("name", "version", "file", "sha256", "strip_root")
+        if not isinstance(raw, dict) or any(not raw.get(k) for k in need) or set(raw) - {*need, "url"} \
+                or not re.fullmatch(r"[0-9a-f]{64}", str(raw.get("sha256"))):
+            raise RecipeError(f"{path}: sdist is malformed", f"got {raw!r}",
+                              "give name, version, file, sha256 (64 hex digits), strip_root, and optionally url")
+        if not isinstance(data.get("source_date_epoch"), int):
+            raise RecipeError(f"{path}: an sdist recipe needs source_date_epoch", "every time the wheel records is clamped to it",
+                              "give the newest file time in the sdist, in seconds since 1970")
+        pin = SdistPin(**{k: str(raw.get(k, "")) for k in (*need, "url")})
+    link = data.get("zig_link") or {}
+    if not isinstance(link, dict) or set(link) - {"drop", "exports"}:
+        raise RecipeError(f"{path}: zig_link is malformed", f"got {link!r}", "give drop: [FLAGS] and exports: [SYMBOL PATTERNS]")
     return WheelRecipe(
         path=path,
-        project=str(data["project"]),
+        name=name,
+        project=str(data.get("project", "")),
         requirements=str(data["requirements"]),
         llvm_recipe=str(data.get("llvm_recipe", "llvm")),
-        cmake_defines=tuple(sorted((str(k), str(v)) for k, v in defines.items())),
-        exclude=tuple(str(x) for x in data.get("exclude") or ()),
+        cmake_defines=mapping("cmake_defines"),
+        exclude=strings(data.get("exclude"), "exclude"),
+        sdist=pin,
+        source_date_epoch=data.get("source_date_epoch"),
+        llvm_versions=strings(data.get("llvm_versions"), "llvm_versions"),
+        variants=strings(data.get("variants"), "variants"),
+        needs_targets=strings(data.get("needs_targets"), "needs_targets"),
+        cmake_args=mode,
+        env=mapping("env"),
+        zig_link=ZigLink(strings(link.get("drop"), "zig_link.drop"), strings(link.get("exports"), "zig_link.exports")),
     )
 
 
@@ -128,7 +228,7 @@ class LLVMPrefix:
 _LLVM_VERSION = re.compile(r'set\(\s*(?:LLVM_PACKAGE_VERSION|PACKAGE_VERSION)\s+"?([0-9]+(?:\.[0-9]+)*)"?\s*\)')
 
 
-def inspect_llvm(prefix: Path, required_major: int) -> LLVMPrefix:
+def inspect_llvm(prefix: Path, required_major: int, who: str = DEFAULT_RECIPE) -> LLVMPrefix:
     """The LLVM install at prefix, or a UsageError saying what is wrong with it."""
     if not prefix.is_dir():
         raise UsageError(
@@ -162,8 +262,8 @@ def inspect_llvm(prefix: Path, required_major: int) -> LLVMPrefix:
     found = LLVMPrefix(prefix, cmake_dir, version)
     if found.major != required_major:
         raise UsageError(
-            f"{prefix} is LLVM {version}, the compiler core needs LLVM {required_major}",
-            f"tilec is written against the LLVM {required_major} C++ API (find_package(LLVM {required_major} CONFIG))",
+            f"{prefix} is LLVM {version}, the {'compiler core' if who == DEFAULT_RECIPE else who + ' wheel'} needs LLVM {required_major}",
+            f"{'tilec' if who == DEFAULT_RECIPE else who} is written against the LLVM {required_major} C++ API",
             f"pass an LLVM {required_major} prefix, e.g. one built by `hermetic build llvm` or /usr/lib/llvm-{required_major}",
         )
     return found
@@ -527,6 +627,7 @@ class WheelJob:
     python: Interpreter = field(default_factory=current_interpreter)  # the target: headers, EXT_SUFFIX, tag
     llvm_record: record.LLVMRecordRef | None = None  # the hermetic build record of the LLVM, when there is one
     build_python: Interpreter | None = None  # runs the build venv; None: `python` (not cross-built)
+    sdist: CachedSdist | None = None  # the verified release source of a third-party recipe (project is its path)
 
     @property
     def runner(self) -> Interpreter:
@@ -551,6 +652,10 @@ def _project_name(project: Path) -> str:
     name = data.get("project", {}).get("name")
     if not isinstance(name, str) or not name:
         raise UsageError(f"{path} has no [project] name", "", "add [project] name = ...")
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).lower()
+
+
+def _dist_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", name).lower()
 
 
@@ -611,20 +716,36 @@ def plan(
     python: Interpreter | None = None,
     warn: Log = null_log,
     search_path: str | None = None,
+    recipe_name: str = DEFAULT_RECIPE,
+    log: Log = null_log,
 ) -> WheelJob:
     """Resolve and validate everything a build needs, before anything runs.
 
+    `recipe_name` names recipes/NAME/wheel.yml: the compiler core (a directory of the checkout; `project`
+    overrides it) or another project's sdist, fetched into the verified cache here (mirrors, then its URL).
     The toolchain comes from the LLVM's build record (see wheel_toolchain), and so does the architecture
     (`settings.arch` must say the same); `python` is the interpreter the wheel is for (default: the one
     running hermetic). For another architecture's interpreter (run under qemu-user from its root) the
     build venv is made from a Python of this machine of the same X.Y (found on `search_path`), and the
     extension is cross-compiled against the target's headers.
     """
-    wr = load_wheel_recipe(settings.recipes_dir)
-    llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe, settings.llvm_version)
-    proj = (project or settings.root / wr.project).resolve()
-    _project_name(proj)
-    llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]))
+    wr = load_wheel_recipe(settings.recipes_dir, recipe_name)
+    cached_sdist = None
+    if wr.sdist is not None:
+        if project is not None:
+            raise UsageError(
+                f"the {wr.name} recipe builds its pinned sdist ({wr.sdist.file}), not {project}",
+                "a third-party recipe's source is its release archive, verified by sha256",
+                f"drop PROJECT; to build other sources, put their sdist in a --mirror directory under the name "
+                f"{wr.sdist.file} (it is refused unless it matches the pin)",
+            )
+        cached_sdist = sdist_fetch(settings, wr.sdist, log)
+        proj = cached_sdist.path
+    else:
+        proj = (project or settings.root / wr.project).resolve()
+        _project_name(proj)
+    llvm_rec = recipe.load(settings.recipes_dir, wr.llvm_recipe, _llvm_release(settings, wr))
+    llvm = inspect_llvm(llvm_prefix.absolute(), int(llvm_rec.version.split(".")[0]), wr.name)
     found = find_llvm_build(llvm.prefix, settings.work_dir)
     tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
     _same_arch(settings, llvm.prefix, tc, found is not None)
@@ -639,10 +760,62 @@ def plan(
         raise RecipeError(f"{toolchain_file} is missing", "it makes CMake builds reproducible", "restore it from git")
     return WheelJob(
         project=proj, llvm=llvm, output=(output or settings.work_dir / "wheels").absolute(), wheelhouse=wh,
-        requirements=reqs, recipe=wr, epoch=llvm_rec.source_date_epoch, toolchain_file=toolchain_file,
-        toolchain=tc, python=interp, llvm_record=_record_ref(*found) if found else None,
-        build_python=runner if runner is not interp else None,
+        requirements=reqs, recipe=wr, epoch=wr.source_date_epoch or llvm_rec.source_date_epoch,
+        toolchain_file=toolchain_file, toolchain=tc, python=interp, llvm_record=_record_ref(*found) if found else None,
+        build_python=runner if runner is not interp else None, sdist=cached_sdist,
     )
+
+
+def _llvm_release(settings: Settings, wr: WheelRecipe) -> str | None:
+    """The LLVM release the recipe is built against: --llvm-version where given (and one it names), else its own."""
+    if settings.llvm_version and wr.llvm_versions and settings.llvm_version not in wr.llvm_versions:
+        raise UsageError(
+            f"the {wr.name} wheel does not build against LLVM {settings.llvm_version}",
+            f"{wr.path} names LLVM {', '.join(wr.llvm_versions)}",
+            f"pass --llvm-version {wr.llvm_versions[0]} (or leave it out) with an LLVM tree of that release",
+        )
+    return settings.llvm_version or (wr.llvm_versions[0] if wr.llvm_versions else None)
+
+
+def sdist_fetch(settings: Settings, pin: SdistPin, log: Log) -> CachedSdist:
+    from . import sdist
+
+    return sdist.fetch(settings.cache_dir, pin, settings.mirrors, settings.use_urls, log)
+
+
+def requirement_files(settings: Settings, recipes: list[WheelRecipe] | None = None) -> list[Path]:
+    """The hash-pinned requirement files the wheelhouse holds: the LLVM build's (CMake, Ninja; the compiler core's
+    too) and those of the wheel recipes (default: every recipe of the checkout), each once."""
+    found = [settings.toolchain_dir / "build-requirements.txt"]
+    if recipes is None:
+        recipes = [load_wheel_recipe(settings.recipes_dir, n) for n in wheel_recipe_names(settings.recipes_dir)]
+    for wr in recipes:
+        path = settings.root / wr.requirements
+        if all(path.resolve() != f.resolve() for f in found):
+            found.append(path)
+    return found
+
+
+def fetch_wheelhouses(settings: Settings, log: Log, recipes: list[WheelRecipe] | None = None,
+                      dest: Path | None = None) -> Path:
+    """Fill the wheelhouse with every requirement_files() pin; returns the wheelhouse."""
+    from .wheelhouse import fetch_wheelhouse
+
+    out = dest or wheelhouse_dir(settings)
+    for path in requirement_files(settings, recipes):
+        fetch_wheelhouse(settings, log, requirements=path, dest=out)
+    return out
+
+
+def matching_recipes(recipes_dir: Path, version: str, default_version: str, variant: str,
+                     targets: tuple[str, ...]) -> tuple[list[WheelRecipe], list[str]]:
+    """The wheel recipes that build against `variant` of LLVM `version`, and why each other one does not."""
+    fit, why = [], []
+    for name in wheel_recipe_names(recipes_dir):
+        wr = load_wheel_recipe(recipes_dir, name)
+        reason = wr.fits(version, default_version, variant, targets)
+        (why.append(reason) if reason else fit.append(wr))
+    return fit, why
 
 
 def _same_arch(settings: Settings, prefix: Path, tc: toolchain.Toolchain, recorded: bool) -> None:
@@ -659,7 +832,17 @@ def _same_arch(settings: Settings, prefix: Path, tc: toolchain.Toolchain, record
         )
 
 
-def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: Path | None = None) -> Path:
+def _version_script(patterns: tuple[str, ...], dest: Path) -> Path | None:
+    """A linker version script exporting `patterns` (a recipe's zig_link.exports) and nothing else; None for none."""
+    if not patterns:
+        return None
+    dest.write_text("/* Generated by hermetic from the wheel recipe's zig_link.exports: do not edit. */\n{\n  global: "
+                    + " ".join(f"{p};" for p in patterns) + "\n  local: *;\n};\n")
+    return dest
+
+
+def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: Path | None = None,
+                        exports: Path | None = None) -> Path:
     """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link;
     for another architecture's interpreter, CMake's cross-compiling system and processor too."""
     plat = toolchain.PLATFORMS[toolchain.target_arch(job.toolchain)]
@@ -677,6 +860,8 @@ def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: 
         "foreach(kind EXE SHARED MODULE)",
         '  string(APPEND CMAKE_${kind}_LINKER_FLAGS_INIT " -Wl,--strip-debug")',
         "endforeach()",
+        *([f"# The recipe's zig_link.exports: what the flags zig refuses ({' '.join(job.recipe.zig_link.drop)}) kept hidden.",
+           f'string(APPEND CMAKE_SHARED_LINKER_FLAGS_INIT " -Wl,--version-script={exports}")'] if exports else []),
         *cross,
         *([f'string(APPEND CMAKE_C_FLAGS_INIT " -isystem {pyconfig}")',
            f'string(APPEND CMAKE_CXX_FLAGS_INIT " -isystem {pyconfig}")'] if pyconfig else []),
@@ -724,7 +909,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     started = time.monotonic()
     wall_started = time.time()
     base = settings.work_dir / "wheel"
-    name = _project_name(job.project)
+    name = _dist_name(job.recipe.sdist.name) if job.recipe.sdist else _project_name(job.project)
     src = base / "src" / name
     build_dir = base / "build"
     stage = base / "dist"
@@ -732,7 +917,8 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     _no_spaces(work=base, project=job.project)
     offline, prefix = sandbox.offline_policy(settings.offline)
     tc = job.toolchain
-    log(f"wheel: plan: {job.project} against LLVM {job.llvm.version} at {job.llvm.prefix}")
+    what = f"{job.sdist.pin.file} (sha256 {job.sdist.pin.sha256[:12]}…, {job.sdist.origin})" if job.sdist else str(job.project)
+    log(f"wheel: plan: {what} against LLVM {job.llvm.version} at {job.llvm.prefix} (recipe {job.recipe.name})")
     log(f"wheel:   toolchain {tc.label}" + (" (the LLVM's, from its record)" if job.llvm_record else ""))
     log(f"wheel:   python {job.python.version} ({job.python.executable}), SOURCE_DATE_EPOCH {job.epoch}")
     if job.build_python is not None:
@@ -755,7 +941,13 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     for d in (src, build_dir, stage):
         shutil.rmtree(d, ignore_errors=True)
     src.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(job.project, src, ignore=shutil.ignore_patterns(*job.recipe.exclude), symlinks=True)
+    if job.sdist is not None:
+        from . import sdist
+
+        # hashed again now: the copy unpacked is the one the pin vouches for
+        sdist.unpack(sdist.CachedSdist(job.sdist.pin, sdist.require(job.sdist), job.sdist.origin), src)
+    else:
+        shutil.copytree(job.project, src, ignore=shutil.ignore_patterns(*job.recipe.exclude), symlinks=True)
     stage.mkdir()
 
     maps = " ".join(
@@ -767,14 +959,15 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         "HERMETIC_PREFIX_MAPS": maps,
         "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
         "NINJA_STATUS": "[%f/%t] ",
-    } | _cross_env(job)
+    } | dict(job.recipe.env) | _cross_env(job)
     cmake_toolchain = job.toolchain_file
     if tc.kind == "zig":
         # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
         zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
         tc_dir = base / "toolchain"
         shutil.rmtree(tc_dir, ignore_errors=True)
-        prepared = toolchain.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache")
+        prepared = toolchain.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache",
+                                     drop_flags=job.recipe.zig_link.drop)
         bin_dir = Path(prepared.env["CC"]).parent
         env |= prepared.env | {"AR": str(bin_dir / "ar"), "RANLIB": str(bin_dir / "ranlib")}
         shim = None
@@ -784,13 +977,24 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
             (shim / found[0]).parent.mkdir(parents=True)
             shutil.copyfile(found[1], shim / found[0])
             log(f"wheel:   Debian's multiarch pyconfig.h: {found[1]} alone, through {shim}")
-        cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake", shim)
+        exports = _version_script(job.recipe.zig_link.exports, tc_dir / "exports.map")
+        cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake", shim, exports)
+        if job.recipe.cmake_args == "CMAKE_ARGS":
+            # setuptools compiles a project's own C extensions with CC and the interpreter's CFLAGS: the same
+            # prefix maps, and Debian's multiarch pyconfig.h through the shim, as CMake gets them
+            env["CFLAGS"] = " ".join([maps, *([f"-isystem {shim}"] if shim else [])])
     defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(cmake_toolchain)),
                *_cross_defines(job), *job.recipe.cmake_defines]
+    settings_args = [f"--config-settings=build-dir={build_dir}"]
+    if job.recipe.cmake_args == "CMAKE_ARGS":
+        # the project splits it on spaces (paths have none: _no_spaces)
+        env["CMAKE_ARGS"] = " ".join(f"-D{k}={v}" for k, v in defines)
+        settings_args = []
+    else:
+        settings_args += [f"--config-settings=cmake.define.{k}={v}" for k, v in defines]
     argv = [
         str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
-        "--no-cache-dir", "-v", "--wheel-dir", str(stage), f"--config-settings=build-dir={build_dir}",
-        *(f"--config-settings=cmake.define.{k}={v}" for k, v in defines), str(src),
+        "--no-cache-dir", "-v", "--wheel-dir", str(stage), *settings_args, str(src),
     ]
     log(f"wheel: building {name} with {settings.jobs} jobs (log: {log_path})")
     t0 = time.monotonic()
@@ -860,7 +1064,10 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         python=record.PythonInfo(job.python.version, job.python.implementation, f"{wname.python}-{wname.abi}",
                                  job.python.executable,
                                  *((job.python.arch, job.runner.executable) if job.build_python else (None, None))),
-        project=record.ProjectRef(name, str(job.project)),
+        project=record.ProjectRef(
+            name, str(job.project), job.recipe.name,
+            record.SdistRef(**job.sdist.pin.as_json(), origin=job.sdist.origin) if job.sdist else None,
+        ),
         llvm=record.WheelLLVM(str(job.llvm.prefix), str(job.llvm.cmake_dir), job.llvm.version, job.llvm_record),
         source_date_epoch=job.epoch,
         build_requirements=record.BuildRequirements(

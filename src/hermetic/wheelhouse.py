@@ -269,10 +269,17 @@ def fetch_wheelhouse(
         _download(reqs, out, pythons, python, platform.machine(), log)
         final = require_wheelhouse(out, reqs)
         manifest = {r.name: [p.name for p in final.found[r.name]] for r in reqs.items}
-        _write_atomic(
-            out / "wheelhouse.json",
-            json.dumps({"requirements": reqs.digest(), "files": manifest}, indent=2, sort_keys=True) + "\n",
-        )
+        # one manifest for the directory, which may hold several pinned sets (a wheel recipe's own beside the
+        # LLVM build's): each fill adds its files and names its set
+        path = out / "wheelhouse.json"
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        files = (old.get("files") if isinstance(old.get("files"), dict) else {}) | manifest
+        sets = sorted({*(old.get("sets") or []), reqs.digest()})
+        _write_atomic(path, json.dumps({"requirements": reqs.digest(), "sets": sets, "files": files}, indent=2,
+                                       sort_keys=True) + "\n")
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise disk_full(str(exc.filename or out), exc) from exc

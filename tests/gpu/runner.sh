@@ -8,8 +8,8 @@
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
-#                            [--again] [--tilec-bench] [--compare-host] [--arch ARCH] [--qemu DIR]
-#                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST]
+#                            [--again] [--tilec-bench [--baseline-src DIR]] [--compare-host] [--arch ARCH] [--qemu DIR]
+#                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST] [--numba SDIST]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -24,9 +24,12 @@
 #   --llvm-version  the LLVM release to build (recipes/llvm/conandata.yml)        (its default_version)
 #   --no-wheel    no tilec wheel and no gpu tier (e.g. a release tilec does not build against)
 #                 (HERMETIC_RUNNER_WHEEL=0)
-#   --llvmlite    llvmlite's release sdist: its wheel built against the variant with this machine's
-#                 compiler and cmake, installed into a fresh venv, `python -m llvmlite.tests` run
-#                 (llvmlite-tests.log, llvmlite-tests.json in --out)
+#   --llvmlite    llvmlite's release sdist: `hermetic wheel --recipe llvmlite` against the variant, twice
+#                 (same sha256 required), the first installed into a fresh venv, `python -m llvmlite.tests`
+#                 run (llvmlite-*.whl and its SBOM/provenance, llvmlite-wheel-record*.json,
+#                 llvmlite-build-N.log, llvmlite-tests.log, llvmlite-tests.json in --out)
+#   --numba       with --llvmlite: Numba's release sdist built on that llvmlite (the machine's compiler
+#                 and NumPy), installed into its venv, a @njit smoke test (llvmlite-numba-smoke.json)
 #   --arch        build LLVM for this architecture (amd64, arm64); another than the runner's is
 #                 cross-built, its test_package run under qemu-user, and there is no wheel or gpu
 #                 tier for it (its programs do not run on this GPU's host)      (the runner's)
@@ -46,6 +49,9 @@
 #                 require the same sha256 (wheel-again.json)                      (HERMETIC_RUNNER_AGAIN=1)
 #   --tilec-bench bench/tilec_gpu.sh with the wheel (tilec against Triton and raw cuda-python;
 #                 JSON in --out/tilec-bench)                                      (HERMETIC_RUNNER_TILEC_BENCH=1)
+#   --baseline-src  with --tilec-bench: another tilec source (e.g. `git archive REV src/compiler`), its wheel
+#                 built against the same tree and its warm hits measured beside this one's
+#                 (TILEC_BENCH_FRESH fresh processes each, 11)
 #   --compare-host  the variant again with the host compiler (timed beside the pinned toolchain's
 #                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
 #                 with each wheel, the two taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds (4) of
@@ -94,6 +100,8 @@ ARCH=${HERMETIC_RUNNER_ARCH:-}
 LLVM_VERSION=${HERMETIC_RUNNER_LLVM_VERSION:-}
 WHEEL=${HERMETIC_RUNNER_WHEEL:-1}
 LLVMLITE=${HERMETIC_RUNNER_LLVMLITE:-}
+NUMBA=${HERMETIC_RUNNER_NUMBA:-}
+BASELINE_SRC=${HERMETIC_RUNNER_BASELINE_SRC:-}
 QEMU=${HERMETIC_RUNNER_QEMU:-}
 [[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
 PART_SIZE=15M
@@ -122,6 +130,8 @@ while (($#)); do
     --llvm-version) LLVM_VERSION=$2; shift 2 ;;
     --no-wheel) WHEEL=0; shift ;;
     --llvmlite) LLVMLITE=$2; shift 2 ;;
+    --numba) NUMBA=$2; shift 2 ;;
+    --baseline-src) BASELINE_SRC=$2; shift 2 ;;
     --qemu) QEMU=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
@@ -131,7 +141,7 @@ done
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
-  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-tests.* \
+  "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-* \
   "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
@@ -359,12 +369,13 @@ HAVE_WHEEL_CMD=0
 hermetic wheel --help >/dev/null 2>&1 && HAVE_WHEEL_CMD=1
 fact HAVE_WHEEL_CMD "$HAVE_WHEEL_CMD"
 # wheel_into DIST WORK_DIR LLVM_PREFIX [args...]: the tilec wheel against one LLVM prefix.
-wheel_into() {
-  local dist=$1 hw=$2 prefix=$3; shift 3
+wheel_into() {  # [... --project DIR]: another tilec source than this checkout's
+  local dist=$1 hw=$2 prefix=$3 project=$REPO/src/compiler; shift 3
   rm -rf "$dist" && mkdir -p "$dist" || return 1
   local extra=()
   [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
-  hermetic wheel "$REPO/src/compiler" --llvm "$prefix" --output "$dist" --offline "$OFFLINE" \
+  if (($# >= 2)) && [[ ${*: -2:1} == --project ]]; then project=${*: -1}; set -- "${@:1:$#-2}"; fi
+  hermetic wheel "$project" --llvm "$prefix" --output "$dist" --offline "$OFFLINE" \
     --work-dir "$hw" --cache "$WORK/cache" --jobs "$JOBS" "${extra[@]}" "$@"
 }
 # one_wheel DIST: the path of the one wheel in DIST
@@ -449,36 +460,39 @@ else
 fi
 
 # --- 5b. a third-party consumer: llvmlite from its release sdist, its own test suite ------------
-# Built here with pip (no build isolation, no index), the machine's cmake and the compiler the tree was
-# built with (zig_env.py: libraries built against zig's libc++ do not link with libstdc++ code): what this
-# shows is that the variant holds what llvmlite links and that llvmlite's suite passes against it.
+# `hermetic wheel --recipe llvmlite` (recipes/llvmlite/wheel.yml): the sdist admitted from the directory the
+# carried file is in only by its pinned sha256, built offline with the tree's own toolchain, tagged by
+# auditwheel; twice, in two work dirs under two umasks, and the two sha256 must agree. The first wheel is
+# installed into a fresh venv and llvmlite's suite runs against it.
 LLVMLITE_VENV="$WORK/llvmlite-venv"
+# llvmlite_wheel N: the wheel built in work dir N, into $WORK/llvmlite-distN
+llvmlite_wheel() {
+  local n=$1 dist="$WORK/llvmlite-dist$1" mask=022 extra=()
+  [[ $n == 2 ]] && mask=077
+  rm -rf "$dist" "$WORK/llvmlite-w$n" && mkdir -p "$dist" "$WORK/llvmlite-cwd$n" || return 1
+  # absolute paths: the build runs from a directory of its own
+  [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$(cd "$WHEELHOUSE" && pwd)")
+  [[ -n $LLVM_VERSION ]] && extra+=(--llvm-version "$LLVM_VERSION")
+  extra+=(--mirror "$(cd "$(dirname "$LLVMLITE")" && pwd)")
+  (cd "$WORK/llvmlite-cwd$n" && umask $mask && hermetic wheel --recipe llvmlite --root "$REPO" --llvm "$PREFIX" --output "$dist" \
+    --offline "$OFFLINE" --work-dir "$WORK/llvmlite-w$n" --cache "$WORK/cache" --jobs "$JOBS" --no-urls \
+    "${TC_ARGS[@]}" "${extra[@]}") >"$OUT/llvmlite-build-$n.log" 2>&1 || {
+    tail -n 40 "$OUT/llvmlite-build-$n.log"; tail -n 60 "$WORK/llvmlite-w$n/wheel/build.log" 2>/dev/null; return 1; }
+  fact "LLVMLITE_WHEEL_$n" "$(basename "$(one_wheel "$dist")") sha256:$(sha256sum "$(one_wheel "$dist")" | cut -d' ' -f1)"
+}
 llvmlite_tests() {
   [[ -f $LLVMLITE ]] || { echo "no llvmlite sdist at $LLVMLITE"; return 1; }
   fact LLVMLITE_SDIST "$(basename "$LLVMLITE") sha256:$(sha256sum "$LLVMLITE" | cut -d' ' -f1)"
-  [[ $TOOLCHAIN == zig ]] && fact LLVMLITE_LINK_NOTE "linked without -Wl,--exclude-libs,ALL (zig's linker driver refuses it): libllvmlite.so also exports LLVM's symbols"
-  rm -rf "$LLVMLITE_VENV" "$WORK/llvmlite-dist" && mkdir -p "$WORK/llvmlite-dist" || return 1
+  local t0 w
+  t0=$(date +%s); llvmlite_wheel 1 || return 1; fact LLVMLITE_WHEEL_1_S $(($(date +%s) - t0))
+  t0=$(date +%s); llvmlite_wheel 2 || return 1; fact LLVMLITE_WHEEL_2_S $(($(date +%s) - t0))
+  w=$(one_wheel "$WORK/llvmlite-dist1") || return 1
+  cp "$w" "$w".cdx.json "$w".intoto.json "$OUT/" && cp "$WORK/llvmlite-dist1/wheel-record.json" "$OUT/llvmlite-wheel-record.json"
+  cp "$WORK/llvmlite-dist2/wheel-record.json" "$OUT/llvmlite-wheel-record-2.json"
+  cmp -s "$w" "$(one_wheel "$WORK/llvmlite-dist2")" || { echo "the two llvmlite wheels differ"; return 1; }
+  rm -rf "$LLVMLITE_VENV"
   "$PY" -m venv --system-site-packages "$LLVMLITE_VENV" && parent_packages "$LLVMLITE_VENV" || return 1
-  local cmake_dir="$PREFIX/lib/cmake/llvm"
-  [[ -f $cmake_dir/LLVMConfig.cmake ]] || { echo "no LLVMConfig.cmake under $cmake_dir"; return 1; }
-  # CMAKE_ARGS is how llvmlite's ffi/build.py takes extra cmake options
-  (
-    if [[ $TOOLCHAIN == zig ]]; then
-      exports=$("$PY" "$HELPERS/zig_env.py" "$REPO" "$WORK/cache" "$WORK/llvmlite-tc" "$HW/zig-cache" "$MIRROR") || exit 1
-      eval "$exports"
-      # zig's linker driver refuses -Wl,--exclude-libs,ALL (llvmlite's flag keeping LLVM's symbols out of
-      # its export table): a wrapper drops that one flag, and the report says so (LLVMLITE_LINK_NOTE)
-      real=$CXX
-      printf '#!/bin/sh\nfor a; do shift; [ "$a" = "-Wl,--exclude-libs,ALL" ] || set -- "$@" "$a"; done\nexec %s "$@"\n' \
-        "$real" >"$WORK/llvmlite-tc/bin/c++-llvmlite" && chmod +x "$WORK/llvmlite-tc/bin/c++-llvmlite" || exit 1
-      export CXX="$WORK/llvmlite-tc/bin/c++-llvmlite"
-    fi
-    echo "CC=${CC:-} CXX=${CXX:-}"
-    CMAKE_ARGS="-DLLVM_DIR=$cmake_dir" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-      "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index -w "$WORK/llvmlite-dist" "$LLVMLITE"
-  ) >"$OUT/llvmlite-build.log" 2>&1 || { tail -n 60 "$OUT/llvmlite-build.log"; return 1; }
-  grep -E "LLVM_COMPONENTS|target link libraries|LLVM version" "$OUT/llvmlite-build.log" | head -n 5
-  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/llvmlite-dist/llvmlite-*.whl || return 1
+  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$w" || return 1
   (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" -c '
 import llvmlite, llvmlite.binding as llvm
 print("llvmlite", llvmlite.__version__, "from", llvmlite.__file__, "LLVM", ".".join(map(str, llvm.llvm_version_info)))')
@@ -487,6 +501,26 @@ print("llvmlite", llvmlite.__version__, "from", llvmlite.__file__, "LLVM", ".".j
   "$PY" "$HELPERS/unittest_summary.py" "$OUT/llvmlite-tests.log" "$OUT/llvmlite-tests.json"
 }
 if [[ -n $LLVMLITE ]]; then step llvmlite-tests llvmlite_tests; fi
+
+# --- 5c. Numba from its release sdist on that llvmlite: a @njit smoke test ------------------------
+# Built "with what is there": the machine's compiler and NumPy (Numba's C extensions do not link LLVM),
+# no build isolation, no index; installed into the llvmlite venv, where it must import the venv's llvmlite.
+numba_smoke() {
+  [[ -f $NUMBA ]] || { echo "no Numba sdist at $NUMBA"; return 1; }
+  NUMBA=$(cd "$(dirname "$NUMBA")" && pwd)/$(basename "$NUMBA")  # absolute: pip runs from $WORK
+  [[ -x $LLVMLITE_VENV/bin/python ]] || { echo "no llvmlite venv: the llvmlite step did not run"; return 1; }
+  fact NUMBA_SDIST "$(basename "$NUMBA") sha256:$(sha256sum "$NUMBA" | cut -d' ' -f1)"
+  rm -rf "$WORK/numba-dist" && mkdir -p "$WORK/numba-dist" || return 1
+  local t0=$SECONDS
+  (cd "$WORK" && MAX_JOBS=$JOBS "$LLVMLITE_VENV/bin/python" -m pip wheel -v --no-deps --no-build-isolation --no-index \
+    -w "$WORK/numba-dist" "$NUMBA") >"$OUT/llvmlite-numba-build.log" 2>&1 || { tail -n 40 "$OUT/llvmlite-numba-build.log"; return 1; }
+  fact NUMBA_BUILD_S $((SECONDS - t0))
+  "$LLVMLITE_VENV/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "$WORK"/numba-dist/numba-*.whl || return 1
+  (cd / && env -u PYTHONPATH "$LLVMLITE_VENV/bin/python" "$HELPERS/numba_smoke.py" "$OUT/llvmlite-numba-smoke.json")
+}
+if [[ -n $NUMBA ]]; then
+  if [[ -n $LLVMLITE ]]; then step numba-smoke numba_smoke; else skip numba-smoke "--numba needs --llvmlite"; fi
+fi
 
 # --- 6. the install tree, packed for carrying home ---------------------------------------------
 pack() {
@@ -519,7 +553,17 @@ fi
 # --- 8. tilec against Triton and raw cuda-python with this wheel ----------------------------------
 tilec_bench() {
   mkdir -p "$OUT/tilec-bench" || return 1
-  (cd "$REPO" && env -u PYTHONPATH OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
+  local base=()
+  if [[ -n $BASELINE_SRC ]]; then
+    # another tilec (an earlier src/compiler) built against the same tree: its warm hits are measured beside
+    # this wheel's, fresh processes taking turns (bench/tilec_gpu.sh's TILEC_BENCH_BASELINE)
+    wheel_into "$WORK/baseline-dist" "$WORK/baseline-hw" "$PREFIX" "${TC_ARGS[@]}" \
+      --project "$(cd "$BASELINE_SRC" && pwd)" >"$OUT/tilec-bench/baseline-wheel.log" 2>&1 \
+      || { tail -n 30 "$OUT/tilec-bench/baseline-wheel.log"; return 1; }
+    fact BASELINE_WHEEL "$(basename "$(one_wheel "$WORK/baseline-dist")")"
+    base=(TILEC_BENCH_BASELINE="$WORK/baseline-dist" TILEC_BENCH_FRESH="${TILEC_BENCH_FRESH:-11}")
+  fi
+  (cd "$REPO" && env -u PYTHONPATH "${base[@]}" OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
     ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/tilec-bench-cache" bash bench/tilec_gpu.sh "$DIST")
 }
 if ((TILEC_BENCH)); then

@@ -24,7 +24,7 @@ def test_all_after_a_build_skips_it_and_writes_the_image(support_install: Path, 
     # a finished tree needs no source, and no wheel runs (support has no NVPTX), so no wheelhouse either
     assert states == {
         "toolchain host": "skip", "fetch source": "skip", "fetch wheelhouse": "skip", "prune source": "skip",
-        "build llvm-support": "done", "image llvm-support": "run", "wheel src/compiler": "skip",
+        "build llvm-support": "done", "image llvm-support": "run", "wheel (none)": "skip",
     }, proc.stdout
     assert "fetch source           inputs" in proc.stdout and "not needed: build llvm-support is up to date" in proc.stdout
     assert f"up to date: {tree}" in proc.stdout

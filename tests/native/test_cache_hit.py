@@ -21,12 +21,22 @@ pytestmark = pytest.mark.native
 
 # The child refuses, on the hit path: processes, plugin scans, printing an llvmlite module,
 # and (with a shortcut) any JSON serialisation, which re-deriving a key or re-checking an
-# entry by its parsed payload would need. Imports come before the refusals.
+# entry by its parsed payload would need. It counts the files it opens in the cache
+# directory. Imports come before the refusals.
 CHILD = """
-import importlib.metadata, json, subprocess, sys, os
+import builtins, importlib.metadata, io, json, subprocess, sys, os
 sys.path.insert(0, {kernels_dir!r})
 import tilec, kernels
 from tilec import compiler
+
+opened = []
+real_open = io.open
+def counting_open(file, *a, **kw):
+    if isinstance(file, (str, bytes, os.PathLike)):
+        if os.fsdecode(file).startswith(os.environ["TILEC_CACHE_DIR"]):
+            opened.append(os.fsdecode(file))
+    return real_open(file, *a, **kw)
+builtins.open = io.open = counting_open
 
 module = kernels.vector_add(tilec.ir)
 spawned = []
@@ -48,7 +58,7 @@ if os.environ.get("SHORTCUT") == "1":
     compiler._as_ir = refuse("printing the IR")
     json.dumps = refuse("json.dumps")
 k = tilec.compile(module, target="sm_90", source_key="vadd-v1")
-print("RESULT", k.cache_status, k.key, "tilec._core" in sys.modules, len(spawned))
+print("RESULT", k.cache_status, k.key, "tilec._core" in sys.modules, len(spawned), len(opened))
 """
 
 
@@ -64,15 +74,15 @@ def _env(settings: Any, **extra: str) -> dict[str, str]:
     return env
 
 
-def _hit(tilec: ModuleType, settings: Any, **extra: str) -> tuple[str, str, bool, int]:
+def _hit(tilec: ModuleType, settings: Any, **extra: str) -> tuple[str, str, bool, int, int]:
     env = _env(settings, **extra)
     env["PYTHONPATH"] = str(Path(tilec.__file__).resolve().parent.parent)
     code = CHILD.format(kernels_dir=str(Path(__file__).resolve().parent))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    _, status, key, core, spawned = line.split()
-    return status, key, core == "True", int(spawned)
+    _, status, key, core, spawned, opened = line.split()
+    return status, key, core == "True", int(spawned), int(opened)
 
 
 @pytest.fixture
@@ -98,17 +108,19 @@ def test_fresh_process_hit_through_the_shortcut(
     shortcuts = list((own_ptxas.cache_dir / "shortcut").rglob("*"))
     assert [p for p in shortcuts if p.is_file()]
 
-    # No process, no plugin scan, no native core, no IR printing, no JSON serialisation.
-    status, key, core_loaded, spawned = _hit(tilec, own_ptxas, SHORTCUT="1")
-    assert (status, key, core_loaded, spawned) == ("hit", first.key, False, 0)
+    # No process, no plugin scan, no native core, no IR printing, no JSON serialisation, and
+    # one file read: the shortcut, which carries the entry (not the tools' file, not the entry's).
+    status, key, core_loaded, spawned, opened = _hit(tilec, own_ptxas, SHORTCUT="1")
+    assert (status, key, core_loaded, spawned, opened) == ("hit", first.key, False, 0, 1)
     # Without the shortcut the IR is printed and hashed, still without a process.
     for shortcut in [p for p in shortcuts if p.is_file()]:
         shortcut.unlink()
-    status, key, core_loaded, spawned = _hit(tilec, own_ptxas)
+    status, key, core_loaded, spawned, opened = _hit(tilec, own_ptxas)
     assert (status, key, core_loaded, spawned) == ("hit", first.key, False, 0)
+    assert opened >= 2  # the tools' identity and the entry
     # ...and that hit wrote the shortcut again.
-    status, key, _, _ = _hit(tilec, own_ptxas, SHORTCUT="1")
-    assert (status, key) == ("hit", first.key)
+    status, key, _, _, opened = _hit(tilec, own_ptxas, SHORTCUT="1")
+    assert (status, key, opened) == ("hit", first.key, 1)
 
 
 def test_a_changed_tool_is_noticed_through_the_shortcut(
@@ -118,10 +130,11 @@ def test_a_changed_tool_is_noticed_through_the_shortcut(
     wrapper = own_ptxas.ptxas
     # Same ptxas, file touched: its version is asked once more (one process) and the key stands.
     os.utime(wrapper, ns=(wrapper.stat().st_atime_ns, wrapper.stat().st_mtime_ns + 10**9))
-    status, key, _, spawned = _hit(tilec, own_ptxas, ALLOW_SPAWN="1")
+    status, key, _, spawned, _ = _hit(tilec, own_ptxas, ALLOW_SPAWN="1")
     assert (status, key, spawned) == ("hit", first.key, 1)
-    status, key, _, spawned = _hit(tilec, own_ptxas, ALLOW_SPAWN="1")
-    assert (status, key, spawned) == ("hit", first.key, 0)  # remembered again
+    # Remembered again, and the shortcut now vouches for the new state: one file read.
+    status, key, _, spawned, opened = _hit(tilec, own_ptxas, ALLOW_SPAWN="1")
+    assert (status, key, spawned, opened) == ("hit", first.key, 0, 1)
     # Another version: the shortcut is not trusted, the key changes, it is a miss.
     wrapper.write_text(
         f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "Cuda compilation tools, release 99.9, V99.9.9"; exit 0; }}\n'
@@ -149,8 +162,9 @@ def test_entry_is_checked_by_its_bytes(tilec: ModuleType, kernels: ModuleType, s
     path = tilec.compiler.Cache(settings.cache_dir).path(k.key)
     raw = path.read_bytes()
     assert raw.startswith(cache.MAGIC) and k.asm["cubin"] in raw  # the cubin as it is, no base64
-    payload, parts = cache.decode(k.key, raw)
-    assert parts["cubin"] == k.asm["cubin"] and payload["text"] == ["llir", "llir_opt", "ptx"]
+    entry = cache.decode(k.key, raw)
+    assert entry is not None and entry.raw == raw
+    assert entry.parts["cubin"] == k.asm["cubin"] and entry.payload["text"] == ["llir", "llir_opt", "ptx"]
     assert cache.decode("0" * 64, raw) is None  # another key's entry
     assert cache.decode(k.key, raw[:-1]) is None  # truncated
     assert cache.decode(k.key, raw + b"x") is None  # grown
@@ -213,3 +227,120 @@ def test_tool_watch_names_what_was_found(tilec: ModuleType, settings: Any, own_p
     assert str(own_ptxas.ptxas) in watched and any(p.endswith("libdevice.10.bc") for p in watched)
     nvj = tilec.CompileOptions(target="sm_90", backend_options={"assembler": "nvjitlink"})
     assert backend.tool_watch(target, nvj, own_ptxas) is None
+
+
+def _shortcut_file(settings: Any) -> Path:
+    [path] = [p for p in (settings.cache_dir / "shortcut").rglob("*") if p.is_file()]
+    return path
+
+
+@pytest.mark.parametrize("where", ["entry copy", "header"])
+def test_a_damaged_shortcut_is_removed_and_the_entry_answers(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, where: str
+) -> None:
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    path = _shortcut_file(settings)
+    raw = path.read_bytes()
+    record = cache.decode_shortcut(raw)
+    assert record is not None and record.key == first.key and cache.decode(first.key, record.entry)
+    damaged = bytearray(raw)
+    if where == "entry copy":
+        damaged[-10] ^= 1  # one bit of the cubin's copy
+    else:  # another key that is still 64 hex digits: only the digest tells
+        at = raw.index(first.key.encode())
+        damaged[at] = ord("0") if raw[at] != ord("0") else ord("1")
+    path.write_bytes(bytes(damaged))
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    # The entry's own file was intact: a hit, keyed by the IR, and the shortcut written anew.
+    assert (again.cache_status, again.key) == ("hit", first.key)
+    assert again.asm["cubin"] == first.asm["cubin"]
+    assert path.read_bytes() != bytes(damaged) and cache.decode_shortcut(path.read_bytes()) is not None
+
+
+def test_a_damaged_shortcut_and_entry_are_rebuilt(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    shortcut = _shortcut_file(settings)
+    entry = tilec.compiler.Cache(settings.cache_dir).path(first.key)
+    for path in (shortcut, entry):
+        raw = bytearray(path.read_bytes())
+        raw[-10] ^= 1
+        path.write_bytes(bytes(raw))
+    rebuilt = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert (rebuilt.cache_status, rebuilt.key) == ("corrupt", first.key)
+    assert rebuilt.asm["ptx"] == first.asm["ptx"]
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert again.cache_status == "hit"
+
+
+def test_a_touched_tool_is_watched_anew(tilec: ModuleType, kernels: ModuleType, own_ptxas: Any) -> None:
+    """Same ptxas, new mtime: the key is made again (and stands), and the shortcut is written
+    with the new state, so the next hit through it trusts it again."""
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
+    wrapper = own_ptxas.ptxas
+    mtime = wrapper.stat().st_mtime_ns + 10**9
+    os.utime(wrapper, ns=(mtime, mtime))
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
+    assert (again.cache_status, again.key) == ("hit", first.key)
+    record = cache.decode_shortcut(_shortcut_file(own_ptxas).read_bytes())
+    assert record is not None and record.watch is not None
+    assert (os.fsencode(wrapper), mtime, wrapper.stat().st_size) in record.watch
+    assert cache.same_state(record.watch)
+
+
+def test_a_changed_libdevice_is_noticed_through_the_shortcut(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path
+) -> None:
+    """libdevice's sha256 is in the key: a libdevice of other bytes at the same path (same size
+    and mtime even) is another key. The vector add links nothing from it, so it still compiles."""
+    real = Path(tilec.backends.cuda.toolchain.find_libdevice(settings))
+    copy = tmp_path / "libdevice.10.bc"
+    copy.write_bytes(real.read_bytes())
+    own = dataclasses.replace(settings, libdevice=copy)
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own, source_key="v1")
+    st = copy.stat()
+    data = bytearray(copy.read_bytes())
+    data[-1] ^= 1
+    copy.write_bytes(bytes(data))
+    # Same size, a later mtime (set, so a coarse clock cannot hide the write): the shortcut
+    # watches the state, the key holds the sha256 of the bytes.
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert copy.stat().st_size == st.st_size
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own, source_key="v1")
+    assert again.cache_status == "miss" and again.key != first.key
+
+
+def test_shortcut_format(tilec: ModuleType, tmp_path: Path) -> None:
+    from tilec import cache
+
+    key, base = "ab" * 32, "cd" * 32
+    entry = cache.encode(key, {"x": 1}, {"bin": b"\x00\n\xff"})
+    present = tmp_path / "a file"
+    present.write_text("x")
+    absent = tmp_path / "none"
+    watch = [[str(present), cache.file_state(str(present))], [str(absent), cache.file_state(str(absent))]]
+    raw = cache.encode_shortcut(key, base, watch, entry)
+    assert raw is not None
+    record = cache.decode_shortcut(raw)
+    assert record is not None and (record.key, record.base, record.entry) == (key, base, entry)
+    assert record.watch == [(os.fsencode(present), *cache.file_state(str(present))), (os.fsencode(absent), -1, -1)]
+    assert cache.same_state(record.watch)  # a path that did not exist and still does not counts
+    absent.write_text("now it does")
+    assert not cache.same_state(record.watch)
+    entry_back = cache.decode(key, record.entry)
+    assert entry_back is not None and entry_back.parts == {"bin": b"\x00\n\xff"}
+    # A path that a line cannot hold: no watch at all, so nothing is vouched for.
+    assert cache.encode_shortcut(key, base, [[str(tmp_path / "a\nb"), [1, 2]]], entry) is None
+    c = cache.Cache(tmp_path / "cache")
+    c.put_shortcut("ef" * 32, key, base, [[str(tmp_path / "a\nb"), [1, 2]]], entry)
+    stored = c.get_shortcut("ef" * 32)
+    assert stored is not None and stored.watch is None and stored.key == key
+    # Damage anywhere, or a cut, is refused (and the file removed by get_shortcut).
+    for bad in (raw[:-1], raw + b"x", raw.replace(b"\n", b" ", 2)):
+        assert cache.decode_shortcut(bad) is None
+    path = c.shortcut_path("ef" * 32)
+    path.write_bytes(raw[:-1])
+    assert c.get_shortcut("ef" * 32) is None and not path.exists()

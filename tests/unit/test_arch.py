@@ -174,7 +174,7 @@ def test_the_plan_says_the_arch_and_skips_a_foreign_wheel(tmp_path: Path, on_amd
     assert "aarch64-linux-gnu.2.28" in arm.step("build").detail
     assert "linux/amd64," in amd.step("build").detail and "cross" not in amd.step("build").detail
     assert arm.step("build").inputs_digest != amd.step("build").inputs_digest
-    assert arm.step("wheel").state == plan.SKIP and "no arm64 wheel yet" in arm.step("wheel").detail
+    assert arm.step("wheel").state == plan.SKIP and "no arm64 wheel here" in arm.step("wheel").detail
     assert amd.step("wheel").state == plan.RUN
     # the compiler is the same pinned wheel: fetching it is the same step
     assert arm.step("toolchain").state == amd.step("toolchain").state

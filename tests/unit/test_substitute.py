@@ -315,7 +315,7 @@ def test_a_refused_substitute_runs_the_skipped_steps_and_records_the_refusal(
     monkeypatch.setattr(substitute, "find", lambda *a: hit)
     monkeypatch.setattr(substitute, "install", refuse)
     monkeypatch.setattr(sources, "fetch", lambda *a: ran.append("fetch"))
-    monkeypatch.setattr(wheelhouse, "fetch_wheelhouse", lambda *a: ran.append("wheelhouse"))
+    monkeypatch.setattr(wheelhouse, "fetch_wheelhouse", lambda *a, **kw: ran.append("wheelhouse"))
     monkeypatch.setattr(steps, "ensure_pruned", lambda *a: ran.append("prune"))
     monkeypatch.setattr(steps, "build_inputs", lambda *a: llvm.BuildInputs(rec, variant, tmp_path / "x", "00", (), None))
     monkeypatch.setattr(llvm, "build", lambda *a, **kw: ran.append(f"build refused={kw['substitute_refused']}"))

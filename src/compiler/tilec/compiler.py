@@ -20,7 +20,7 @@ from . import ir as tir
 from . import native
 from .backends.base import Backend, Target
 from .backends.registry import Registry, registry_for
-from .cache import Cache, digest_json, file_state, unchanged
+from .cache import Cache, Entry, decode, digest_json, file_state, same_state
 from .errors import BackendError
 from .kernel import (
     CompiledKernel,
@@ -47,7 +47,7 @@ __all__ = [
     "compile",
 ]
 
-CACHE_LAYOUT = 4  # bump when payloads or keys change shape
+CACHE_LAYOUT = 5  # bump when payloads or keys change shape
 
 
 def _as_ir(src: str | bytes | llvmlite.ir.Module) -> str | bytes:
@@ -142,16 +142,32 @@ class Compiler:
 
     def _lookup(
         self, key: str, opts: CompileOptions, backend: Backend, target: Target
-    ) -> tuple[CompiledKernel | None, Any]:
+    ) -> tuple[CompiledKernel | None, Any, bytes | None]:
+        """(kernel, status, the entry's bytes) for `key` from its own file."""
         entry, status = self.cache.get(key)
         if entry is None:
-            return None, status
+            return None, status, None
+        kernel = self._kernel(entry, key, status, opts, backend, target)
+        return (kernel, status, entry.raw) if kernel is not None else (None, "corrupt", None)
+
+    def _kernel(
+        self,
+        entry: Entry,
+        key: str,
+        status: Any,
+        opts: CompileOptions,
+        backend: Backend,
+        target: Target,
+    ) -> CompiledKernel | None:
         try:
-            asm, md = CompiledKernel._parse_payload(*entry, backend.metadata_class)
-            kernel = backend.make_kernel(asm, md, opts, key, status, target, settings=self.settings)
+            asm, md = CompiledKernel._parse_payload(
+                entry.payload, entry.parts, backend.metadata_class
+            )
+            return backend.make_kernel(
+                asm, md, opts, key, status, target, settings=self.settings
+            )
         except (KeyError, TypeError, ValueError):
-            return None, "corrupt"
-        return kernel, status
+            return None
 
     def lookup(
         self,
@@ -161,30 +177,43 @@ class Compiler:
     ) -> _Lookup:
         """The cache-hit path: a built-in backend's target is named without scanning plugins
         or loading the native core, and a hit needs neither (a key exists only for options
-        that once compiled). With `source_key`, a shortcut names the entry, so an llvmlite
-        module is not even printed. What was computed goes on to a miss."""
+        that once compiled). With `source_key`, a shortcut names the entry and carries a copy
+        of it, so an llvmlite module is not even printed and one file is read. What was
+        computed goes on to a miss."""
         found = _Lookup()
         quick = self.registry.resolve_quick(opts.target, opts)
         if quick is None:
             return found
         backend, target = quick
+        base: dict[str, Any] | None = None
         if source_key is not None:
             found.shortcut = self._shortcut_id(source_key, opts, backend, target)
             record = self.cache.get_shortcut(found.shortcut)
             if record is not None:
-                watch = record.get("watch")
                 # The watched tools unchanged: the key stands without asking the backend.
-                trusted = watch is not None and unchanged(watch)
-                if trusted or record["base"] == digest_json(self.key_base(opts, backend, target)):
-                    found.kernel, found.status = self._lookup(record["key"], opts, backend, target)
-                    if found.kernel is not None:
-                        return found
-        base = self.key_base(opts, backend, target)
+                trusted = record.watch is not None and same_state(record.watch)
+                if not trusted:
+                    base = self.key_base(opts, backend, target)
+                if trusted or record.base == digest_json(base):
+                    # The shortcut's digest covered the copy: decoding it checks the rest.
+                    entry = decode(record.key, record.entry, verify=False)
+                    if entry is not None:
+                        kernel = self._kernel(entry, record.key, "hit", opts, backend, target)
+                        if kernel is not None:
+                            found.kernel, found.status = kernel, "hit"
+                            if base is not None:  # same tools, touched: watch their new state
+                                self._put_shortcut(
+                                    found.shortcut, record.key, base, opts, backend, target,
+                                    entry.raw,
+                                )
+                            return found
+        if base is None:
+            base = self.key_base(opts, backend, target)
         found.ir = _as_ir(src)
         found.key = _key(found.ir, base)
-        found.kernel, found.status = self._lookup(found.key, opts, backend, target)
-        if found.kernel is not None and found.shortcut is not None:
-            self._put_shortcut(found.shortcut, found.key, base, opts, backend, target)
+        found.kernel, found.status, raw = self._lookup(found.key, opts, backend, target)
+        if found.kernel is not None and found.shortcut is not None and raw is not None:
+            self._put_shortcut(found.shortcut, found.key, base, opts, backend, target, raw)
         return found
 
     def _shortcut_id(
@@ -192,20 +221,21 @@ class Compiler:
     ) -> str:
         """What names a shortcut: everything of the cache key that needs neither the IR nor
         the tools (the settings stand for how the tools are found; the build of tilec, with
-        its LLVM version, is watched instead: see _put_shortcut). reprs, not JSON: these are
-        frozen dataclasses of strings, numbers and tuples, and repr is the cheapest."""
+        its LLVM version, is watched instead: see _put_shortcut). A repr, not JSON: these are
+        frozen dataclasses of strings, numbers, paths and tuples, and one repr of the tuple is
+        the cheapest. BLAKE2b, as for the cache's digests (sha256's first use costs more)."""
         ident = (
             CACHE_LAYOUT,
             source_key,
-            repr(opts),
-            str(target),
-            repr(self.settings),
+            opts,
+            target,
+            self.settings,
             __version__,
             backend.name,
             backend.version,
             type(backend).__qualname__,
         )
-        return hashlib.sha256(repr(ident).encode()).hexdigest()
+        return hashlib.blake2b(repr(ident).encode(), digest_size=32).hexdigest()
 
     def _put_shortcut(
         self,
@@ -215,11 +245,12 @@ class Compiler:
         opts: CompileOptions,
         backend: Backend,
         target: Target,
+        entry: bytes,
     ) -> None:
         watch = backend.tool_watch(target, opts, self.settings)
         if watch is not None:
             watch = [[native.BUILD_INFO, file_state(native.BUILD_INFO)], *watch]
-        self.cache.put_shortcut(shortcut, key, digest_json(base), watch)
+        self.cache.put_shortcut(shortcut, key, digest_json(base), watch, entry)
 
     def compile(
         self,
@@ -252,8 +283,9 @@ class Compiler:
         key = self.cache_key(ir_src, opts, backend, target)
         kernel: CompiledKernel | None = None
         status: Any = found.status
+        raw: bytes | None = None
         if not passes and key != found.key:
-            kernel, status = self._lookup(key, opts, backend, target)
+            kernel, status, raw = self._lookup(key, opts, backend, target)
         if kernel is None:
             md = backend.metadata_class(
                 name="",
@@ -272,11 +304,11 @@ class Compiler:
                 produced, md, opts, key, status, target, settings=self.settings
             )
             kernel.passes = tuple(ctx.passes)
-            self.cache.put(key, *kernel._payload())
-        if source_key is not None and self.cache.enabled:
+            raw = self.cache.put(key, *kernel._payload())
+        if source_key is not None and raw is not None:
             shortcut = found.shortcut or self._shortcut_id(source_key, opts, backend, target)
             base = self.key_base(opts, backend, target)
-            self._put_shortcut(shortcut, key, base, opts, backend, target)
+            self._put_shortcut(shortcut, key, base, opts, backend, target, raw)
         if out_dir is not None:
             kernel.dump(out_dir / f"{kernel.name}-{key[:12]}", metadata=True)
         return kernel
@@ -328,13 +360,18 @@ def compile(
     `ftz=True`, `ptxas_options=(...)`, `use_ptxas=False` (see CudaOptions); a backend
     refuses names it does not know.
     """
-    spec = Specialization.make(constants, multiple_of)
+    if constants is None and multiple_of is None:
+        fixed: tuple[Any, ...] = ()
+        multiples: tuple[Any, ...] = ()
+    else:
+        spec = Specialization.make(constants, multiple_of)
+        fixed, multiples = spec.constants, spec.multiple_of
     opts = CompileOptions(
         target=target,
         opt_level=opt_level,
         kernel=kernel,
-        constants=spec.constants,
-        multiple_of=spec.multiple_of,
+        constants=fixed,
+        multiple_of=multiples,
         backend_options=backend_options,
     )
     return Compiler(settings).compile(

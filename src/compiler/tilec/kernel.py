@@ -6,6 +6,7 @@ module knows nothing about CUDA or any other runtime.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -54,6 +55,11 @@ class CompileOptions:
 
     def __post_init__(self) -> None:
         raw = self.backend_options
+        if not raw:
+            # The common case, kept cheap: isinstance(raw, Mapping) is an ABC check, tens
+            # of microseconds the first time in a process, and this runs on every cache hit.
+            object.__setattr__(self, "backend_options", ())
+            return
         items = raw.items() if isinstance(raw, Mapping) else raw
         normalized = tuple(sorted((str(k), _frozen(v)) for k, v in items))
         try:
@@ -111,16 +117,26 @@ class Metadata:
 
     @classmethod
     def from_json(cls: type[_M], raw: Mapping[str, Any]) -> _M:
-        known = {f.name: f for f in fields(cls)}
+        known, tuples = _field_names(cls)  # type: ignore[arg-type]  # classes hash
         values: dict[str, Any] = {}
         for key, value in raw.items():
-            if key not in known:
-                continue
-            # JSON has no tuples: restore them where the field holds one.
-            if isinstance(value, list) and "tuple" in str(known[key].type):
-                value = tuple(value)
-            values[key] = value
+            if key in known:
+                # JSON has no tuples: restore them where the field holds one.
+                values[key] = tuple(value) if key in tuples and type(value) is list else value
         return cls(**values)
+
+
+@functools.cache
+def _field_names(cls: type[Metadata]) -> tuple[frozenset[str], frozenset[str]]:
+    """(every field's name, those of the fields that hold a tuple) of a metadata class, once
+    per class: a cache hit reads metadata, and looking the fields up costs it microseconds."""
+    names: set[str] = set()
+    tuples: set[str] = set()
+    for f in fields(cls):
+        names.add(f.name)
+        if "tuple" in str(f.type):
+            tuples.add(f.name)
+    return frozenset(names), frozenset(tuples)
 
 
 @dataclass
@@ -253,11 +269,10 @@ class CompiledKernel:
         parts: Mapping[str, bytes],
         metadata_class: type[Metadata] = Metadata,
     ) -> tuple[dict[str, Any], Metadata]:
-        text = set(payload["text"])
-        asm: dict[str, Any] = {
-            name: parts[name].decode() if name in text else parts[name]
-            for name in payload["order"]
-        }
+        text = payload["text"]
+        asm: dict[str, Any] = {}
+        for name in payload["order"]:
+            asm[name] = parts[name].decode() if name in text else parts[name]
         return asm, metadata_class.from_json(payload["metadata"])
 
     # -- inspection ---------------------------------------------------------------

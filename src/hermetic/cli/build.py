@@ -8,13 +8,12 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from .. import llvm, plan, recipe, sources, steps, toolchain
+from .. import llvm, plan, recipe, sources, steps, toolchain, wheel
 from ..log import Log, stderr_log
 from ..oci.index import merge_layouts
 from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
-from ..wheelhouse import fetch_wheelhouse
 from .common import (
     Common,
     Subparsers,
@@ -33,15 +32,21 @@ from .common import (
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
-    recipe.resolve_variant(rec, settings.variant)
+    variant = recipe.resolve_variant(rec, settings.variant)
+    # the wheels built against this variant and release: their sdists and requirements are fetched too
+    fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
+                                    tuple(variant.values("targets")))
     # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
     arch = toolchain.zig_arch(settings.arch or toolchain.machine_arch())
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    house = fetch_wheelhouse(settings, log)
+    house = wheel.fetch_wheelhouses(settings, log, fit)
+    sdists = [wheel.sdist_fetch(settings, w.sdist, log) for w in fit if w.sdist]
     compiler = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     out_json(got.as_json() | {"path": str(got.path), "wheelhouse": str(house),
-                              "toolchain": {"label": tc.label, "path": str(compiler) if compiler else None}})
+                              "toolchain": {"label": tc.label, "path": str(compiler) if compiler else None}}
+             | ({"sdists": [{"file": c.pin.file, "sha256": c.pin.sha256, "origin": c.origin, "path": str(c.path)}
+                            for c in sdists]} if sdists else {}))
     return 0
 
 

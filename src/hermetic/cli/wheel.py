@@ -12,20 +12,24 @@ from ..errors import UsageError
 from ..log import stderr_log
 from ..settings import Settings
 from ..toolchain import machine_arch
-from ..wheelhouse import fetch_wheelhouse
 from .common import Common, Subparsers, add_command, out, out_json
 
 # `--python` given without a value: list the interpreters instead of building.
 LIST_PYTHONS = "\0list"
 
 
-def _project(args: argparse.Namespace, settings: Settings) -> Path:
-    return Path(args.project).resolve() if args.project else settings.root / wheel.load_wheel_recipe(settings.recipes_dir).project
+def _project(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
+    """What is built (for the listing) and its scikit-build-core `wheel.py-api` ('' for a setuptools sdist)."""
+    if args.project:
+        return args.project, wheel.project_py_api(Path(args.project).resolve())
+    wr = wheel.load_wheel_recipe(settings.recipes_dir, args.recipe)
+    if wr.sdist is not None:
+        return wr.sdist.file, ""
+    return wr.project, wheel.project_py_api(settings.root / wr.project)
 
 
 def cmd_list_pythons(args: argparse.Namespace, settings: Settings) -> int:
-    project = _project(args, settings)
-    api = wheel.project_py_api(project)
+    project, api = _project(args, settings)
     current = wheel.current_interpreter().executable
     rows = []
     for i in wheel.find_interpreters(os.environ.get("PATH", "")):
@@ -48,9 +52,12 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
     if args.python == LIST_PYTHONS:
         return cmd_list_pythons(args, settings)
     if not args.llvm:
+        wr = wheel.load_wheel_recipe(settings.recipes_dir, args.recipe)
+        release = ", ".join(wr.llvm_versions) or "of the LLVM recipe's default release"
         raise UsageError(
-            "hermetic wheel needs --llvm PREFIX", "the compiler core links a static LLVM 19",
-            "pass --llvm with an install prefix (e.g. build/llvm/support/install/usr/lib64/llvm-support-19.1.7)",
+            "hermetic wheel needs --llvm PREFIX", f"the {wr.name} wheel links a static LLVM {release}",
+            "pass --llvm with an install prefix (e.g. build/llvm/nvptx/install/usr/lib64/llvm-nvptx-19.1.7; "
+            "`hermetic build llvm` prints it)",
         )
     if settings.arch and settings.arch != machine_arch() and not args.python:
         raise UsageError(
@@ -71,6 +78,8 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
         python=python,
         warn=stderr_log(),  # a warning is not progress: --quiet keeps it
         search_path=os.environ.get("PATH", ""),
+        recipe_name=args.recipe,
+        log=log,
     )
     rec = wheel.build_wheel(settings, job, log)
     sbom, prov = attest_wheel(settings, job.output / rec.wheel)
@@ -82,16 +91,21 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
-    path = fetch_wheelhouse(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
+    path = wheel.fetch_wheelhouses(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
     out(str(path))
     return 0
 
 
 def register(subparsers: Subparsers, common: Common) -> None:
     p = add_command(
-        subparsers, "wheel", "build the compiler core's wheel against an LLVM prefix, offline and reproducibly", [common.build]
+        subparsers, "wheel", "build the compiler core's (or a wheel recipe's) wheel against an LLVM prefix, offline and reproducibly",
+        [common.build]
     )
-    p.add_argument("project", nargs="?", metavar="PROJECT", help="the project to build (default: src/compiler)")
+    p.add_argument("project", nargs="?", metavar="PROJECT",
+                   help="the project to build (default: the recipe's: src/compiler, or a third-party recipe's pinned sdist)")
+    p.add_argument("--recipe", default=wheel.DEFAULT_RECIPE, metavar="NAME",
+                   help="the wheel recipe, recipes/NAME/wheel.yml: compiler (the default) or another project's "
+                   "sdist, e.g. llvmlite")
     p.add_argument("--llvm", metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm); required to build")
     p.add_argument("--output", metavar="DIR", help="where the wheel and wheel-record.json go (default: WORK_DIR/wheels)")
     p.add_argument(
@@ -102,7 +116,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.set_defaults(func=cmd_wheel)
 
     w = add_command(
-        subparsers, "wheelhouse", "download the hash-pinned build requirements (part of `hermetic fetch`)", [common.build]
+        subparsers, "wheelhouse", "download the hash-pinned build requirements, the LLVM build's and every wheel recipe's (part of `hermetic fetch`)", [common.build]
     )
     w.add_argument("--dest", metavar="DIR", help="fill this directory instead of CACHE/wheelhouse")
     w.set_defaults(func=cmd_wheelhouse)

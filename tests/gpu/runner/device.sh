@@ -9,7 +9,7 @@
 #   device.sh rerun [WAIT_S] [runner args...]   run runner.sh again from an updated snapshot (LLVM is skipped
 #                                               when its record still matches its inputs)
 #   device.sh collect main                      report, log, records (nvptx, support), PTX, junit xml,
-#                                               wheel record, wheel, bench JSON -> $OUT
+#                                               wheel record, wheel, bench JSON, llvmlite.tar -> $OUT
 #   device.sh collect extra                     wheel-again.json, host-record.json, cold-*/, tilec-bench/ -> $OUT/extra.tar
 #   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
 set -uo pipefail
@@ -95,7 +95,13 @@ case $cmd in
         shopt -s nullglob
         copy_limited "$RUN_OUT/report.json" "$RUN_OUT/record.json" "$RUN_OUT/support-record.json" \
           "$RUN_OUT/kernel.sm_80.ptx" "$RUN_OUT/junit.xml" "$RUN_OUT/wheel-record.json" "$RUN_OUT"/*.whl \
-          "$RUN_OUT"/toolchain-build-*.json "$RUN_OUT"/cross-build-*.json "$RUN_OUT"/llvmlite-*
+          "$RUN_OUT"/toolchain-build-*.json "$RUN_OUT"/cross-build-*.json
+        # --llvmlite's logs, records, SBOM and provenance in one file (a call brings back at most 8); its wheel
+        # stays (its sha256 is in the records and the report)
+        llvmlite=("$RUN_OUT"/llvmlite-*)
+        if ((${#llvmlite[@]})); then
+          (cd "$RUN_OUT" && tar -cf "$OUT/llvmlite.tar" --exclude='*.whl' llvmlite-*) && tar -tvf "$OUT/llvmlite.tar"
+        fi
         ls -l "$OUT" "$RUN_OUT"
         ;;
       extra)

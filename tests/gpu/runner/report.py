@@ -56,6 +56,10 @@ def read_facts(path: Path) -> dict[str, str]:
     return facts
 
 
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
 def read_steps(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
@@ -422,8 +426,17 @@ def main() -> int:
         # bench/toolchain_build.py's result when the runner ran with --bench
         "bench_toolchain": next((json.loads(b.read_text()) for b in sorted(out.glob("toolchain-build-*.json"))), None),
         # --llvmlite: llvmlite's own test suite against the variant (unittest_summary.py)
-        "llvmlite_tests": (json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST"), "link_note": facts.get("LLVMLITE_LINK_NOTE")})
+        "llvmlite_tests": json.loads(lt.read_text()) | {"sdist": facts.get("LLVMLITE_SDIST")}
         if (lt := out / "llvmlite-tests.json").is_file() else None,
+        # --numba: Numba from its sdist on that llvmlite, a @njit smoke test (numba_smoke.py)
+        "numba_smoke": json.loads(ns.read_text()) | {"sdist": facts.get("NUMBA_SDIST"), "build_s": _int(facts.get("NUMBA_BUILD_S"))}
+        if (ns := out / "llvmlite-numba-smoke.json").is_file() else None,
+        # --llvmlite: its wheel by `hermetic wheel --recipe llvmlite`, built twice
+        "llvmlite_wheel": {
+            "builds": [{"wheel": facts.get(f"LLVMLITE_WHEEL_{n}"), "seconds": _int(facts.get(f"LLVMLITE_WHEEL_{n}_S"))}
+                       for n in (1, 2) if facts.get(f"LLVMLITE_WHEEL_{n}")],
+            "record": json.loads(lw.read_text()),
+        } if (lw := out / "llvmlite-wheel-record.json").is_file() else None,
         "llvm_version": facts.get("LLVM_VERSION") or None,
         # --bench --bench-compare arch: the variant built natively and cross-built
         "bench_cross": next((json.loads(b.read_text()) for b in sorted(out.glob("cross-build-*.json"))), None),

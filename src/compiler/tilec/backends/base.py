@@ -74,7 +74,8 @@ class Backend(abc.ABC):
         it takes none); cheap enough for cache lookups (no native core)."""
         items = options.backend_options
         assert isinstance(items, tuple)  # CompileOptions normalizes it
-        return parse_options(self.name, cast(Hashable, self.options_class), items)
+        # No typing.cast: a Python call, and this runs on every cache hit; classes hash.
+        return parse_options(self.name, self.options_class, items)  # type: ignore[arg-type]
 
     def options_digest(self, options: CompileOptions) -> str | None:
         """The parsed options' identity, part of the cache key: defaults given or left
@@ -142,13 +143,14 @@ def parse_options(
             )
         return None
     assert isinstance(options_class, type)
-    known = [f.name for f in dataclasses.fields(options_class) if f.init]
-    unknown = [name for name, _ in items if name not in known]
-    if unknown:
-        raise TargetError(
-            f"backend {backend!r} has no option {', '.join(map(repr, unknown))}; "
-            f"its options: {', '.join(known) or 'none'}"
-        )
+    if items:  # none given (every cache hit with default options): nothing to look up
+        known = [f.name for f in dataclasses.fields(options_class) if f.init]
+        unknown = [name for name, _ in items if name not in known]
+        if unknown:
+            raise TargetError(
+                f"backend {backend!r} has no option {', '.join(map(repr, unknown))}; "
+                f"its options: {', '.join(known) or 'none'}"
+            )
     parsed = options_class(**dict(items))
     validate = getattr(parsed, "validate", None)
     if validate is not None:

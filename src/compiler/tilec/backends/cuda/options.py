@@ -37,8 +37,8 @@ class CudaOptions:
                 f"assembler must be one of {', '.join(map(repr, ASSEMBLERS))}, "
                 f"got {self.assembler!r}"
             )
-        if not isinstance(self.ptxas_options, tuple) or not all(
-            isinstance(o, str) for o in self.ptxas_options
+        if not isinstance(self.ptxas_options, tuple) or (
+            self.ptxas_options and any(not isinstance(o, str) for o in self.ptxas_options)
         ):
             raise TargetError(
                 f"ptxas_options must be a sequence of strings, got {self.ptxas_options!r}"

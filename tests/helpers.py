@@ -80,7 +80,10 @@ def as_user(argv: list[str], uid: int = OTHER_UID, reach: tuple[Path, ...] = ())
         script.append(f"mount -t tmpfs -o mode=0755 hermetic-view {shlex.quote(str(top))}")
     for i, (p, _) in enumerate(binds):
         script += [f"mkdir -p {shlex.quote(str(p))}", f'mount --bind "$keep/{i}" {shlex.quote(str(p))}']
-    script.append('exec "$@"')
+    # not exec: the kept binds are undone and their directories removed afterwards (they are in the real /tmp)
+    script.append('set +e; "$@"; rc=$?')
+    script += [f'umount "$keep/{i}" && rmdir "$keep/{i}"' for i in range(len(binds))]
+    script.append('rmdir "$keep"; exit $rc')
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script), "as-user", *user]
 
 

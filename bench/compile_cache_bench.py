@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -67,10 +66,7 @@ def main() -> None:
     report = {
         "what": f"{args.variant} built cold through an empty shared compile cache ({args.cache}), then rebuilt warm in "
                 "another work directory; whole-command wall times, one run",
-        "command": "python bench/compile_cache_bench.py " + " ".join(sys.argv[1:]),
-        "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        **reportlib.run_facts("compile_cache_bench.py", args.machine, load_before),
         "variant": args.variant,
         "toolchain": args.toolchain,
         "jobs": args.jobs,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -81,10 +80,7 @@ def main() -> None:
     report = {
         "what": f"{args.variant} built cold on this machine, then spread over {args.hosts} distccd compile hosts on "
                 "loopback addresses of the same machine; fresh work dirs, whole-command wall times, one run",
-        "command": "python bench/distribute_bench.py " + " ".join(sys.argv[1:]),
-        "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        **reportlib.run_facts("distribute_bench.py", args.machine, load_before),
         "variant": args.variant,
         "toolchain": args.toolchain,
         "order": order,

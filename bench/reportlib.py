@@ -14,6 +14,18 @@ from pathlib import Path
 from typing import Any
 
 
+def run_facts(script: str, machine: str | None, load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What every build bench's report says about its run: the command, the machine, the load before and after."""
+    import platform
+
+    return {
+        "command": f"python bench/{script} " + " ".join(sys.argv[1:]),
+        "machine": machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def emit(report: dict[str, Any], json_path: Path | None, base: Path, keep: bool) -> None:
     text = json.dumps(report, indent=2) + "\n"
     print(text)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -112,10 +111,7 @@ def main() -> None:
         "what": f"{args.variant} ({args.toolchain}) built cold, then rebuilt warm from a shared compile cache in another "
                 "directory and as another user, built distributed over distccd hosts, and substituted from a registry; "
                 "fresh work dirs, whole-command wall times, one run",
-        "command": "python bench/scale_bench.py " + " ".join(sys.argv[1:]),
-        "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        **reportlib.run_facts("scale_bench.py", args.machine, load_before),
         "variant": args.variant,
         "toolchain": args.toolchain,
         "jobs": args.jobs,

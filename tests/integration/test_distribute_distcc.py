@@ -104,24 +104,35 @@ def compile_host(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -
 # -- one file through the real daemons: seconds ------------------------------------------------------------
 
 
-def test_a_host_without_the_compiler_builds_nothing_and_the_file_is_compiled_here(
-    tmp_path: Path, compile_host: Path, source_cache: Path
-) -> None:
+def _distcc_env(tmp_path: Path, bin_dir: Path, daemon: Distccd, name: str) -> dict[str, str]:
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return env | distribute.client_env(distribute.Distribution((distribute.parse_host(daemon.spec),)), False,
+                                       tmp_path / f"state-{name}", tmp_path / f"{name}.log")
+
+
+def _zig_wrappers(tmp_path: Path, source_cache: Path) -> dict[str, Path]:
+    """The pinned zig's compiler wrappers of a distributed build, in tmp_path/bin."""
     tc = toolchain.for_root(ROOT)
     zig = toolchain.unpacked(source_cache, tc)
     assert zig is not None
-    wrappers = distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
-    (tmp_path / "a.cpp").write_text('#include <vector>\nint f(int n) { return (int)std::vector<int>(n).size(); }\n'
-                                    'const char *g() { return __FILE__; }\n')
+    return distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
+
+
+SOURCE = '#include <vector>\nint f(int n) { return (int)std::vector<int>(n).size(); }\nconst char *g() { return __FILE__; }\n'
+
+
+def test_a_host_without_the_compiler_builds_nothing_and_the_file_is_compiled_here(
+    tmp_path: Path, compile_host: Path, source_cache: Path
+) -> None:
+    wrappers = _zig_wrappers(tmp_path, source_cache)
+    (tmp_path / "a.cpp").write_text(SOURCE)
     local = ["-O2", "-MD", "-MF", "local.d", "-c", "a.cpp", "-o", "local.o"]
     subprocess.run([str(wrappers["c++"]), *local], cwd=tmp_path, check=True)
     with_compiler, without = Distccd("127.0.0.2", tmp_path, compile_host), Distccd("127.0.0.3", tmp_path, None)
     try:
         results = {}
         for name, d in (("with", with_compiler), ("without", without)):
-            env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-            env |= distribute.client_env(distribute.Distribution((distribute.parse_host(d.spec),)), False,
-                                         tmp_path / f"state-{name}", tmp_path / f"{name}.log")
+            env = _distcc_env(tmp_path, tmp_path / "bin", d, name)
             subprocess.run(["distcc", wrappers["c++"].name, distribute.DEPFILE_FLAG, "-O2", "-MD", "-MF", f"{name}.d",
                             "-c", "a.cpp", "-o", f"{name}.o"], cwd=tmp_path, env=env, check=True)
             results[name] = distribute.parse_client_log((tmp_path / f"{name}.log").read_text())
@@ -134,23 +145,11 @@ def test_a_host_without_the_compiler_builds_nothing_and_the_file_is_compiled_her
         without.kill()
 
 
-def _distcc_env(tmp_path: Path, bin_dir: Path, daemon: Distccd, name: str) -> dict[str, str]:
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return env | distribute.client_env(distribute.Distribution((distribute.parse_host(daemon.spec),)), False,
-                                       tmp_path / f"state-{name}", tmp_path / f"{name}.log")
-
-
-SOURCE = '#include <vector>\nint f(int n) { return (int)std::vector<int>(n).size(); }\nconst char *g() { return __FILE__; }\n'
-
-
 def test_behind_a_compile_cache_a_miss_goes_to_a_host_and_a_hit_to_none(
     tmp_path: Path, compile_host: Path, source_cache: Path
 ) -> None:
     """--compile-cache with --distribute: ccache first, its prefix_command the build's distcc launcher."""
-    tc = toolchain.for_root(ROOT)
-    zig = toolchain.unpacked(source_cache, tc)
-    assert zig is not None
-    wrappers = distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
+    wrappers = _zig_wrappers(tmp_path, source_cache)
     launch = tmp_path / "launch"
     launch.write_text(distribute.launcher_script(shutil.which("distcc") or "distcc", {wrappers["c++"]: wrappers["c++"].name}))
     launch.chmod(0o755)

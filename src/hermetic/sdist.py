@@ -92,11 +92,13 @@ def unpack(sdist: CachedSdist, dest: Path) -> None:
 
     Every member must lie under `strip_root` and be a plain file, directory or a link inside the tree
     (tarfile's `data` filter refuses absolute paths, `..`, devices and links leaving `dest`); modes are
-    the data filter's (no setuid, group/other write dropped). The archive is read through its verified path.
+    the data filter's (no setuid, group/other write dropped). The archive is hashed again first: what is
+    unpacked is what the pin vouches for, however long ago it was fetched.
     """
     prefix = sdist.pin.strip_root.rstrip("/") + "/"
+    path = require(sdist)
     dest.mkdir(parents=True)
-    with tarfile.open(sdist.path) as tar:
+    with tarfile.open(path) as tar:
         members = []
         for m in tar.getmembers():
             if m.name.rstrip("/") == prefix.rstrip("/"):

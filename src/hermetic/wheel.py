@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from . import recipe, record, sandbox, toolchain
+from . import recipe, record, sandbox, sdist, toolchain
 from .digests import file_sha256
 from .errors import BuildError, EnvironmentError_, HermeticError, RecipeError, SubprocessFailed, UsageError
 from .llvm import iso_time
@@ -652,7 +652,7 @@ def _project_name(project: Path) -> str:
     name = data.get("project", {}).get("name")
     if not isinstance(name, str) or not name:
         raise UsageError(f"{path} has no [project] name", "", "add [project] name = ...")
-    return re.sub(r"[^A-Za-z0-9]+", "_", name).lower()
+    return _dist_name(name)
 
 
 def _dist_name(name: str) -> str:
@@ -778,8 +778,6 @@ def _llvm_release(settings: Settings, wr: WheelRecipe) -> str | None:
 
 
 def sdist_fetch(settings: Settings, pin: SdistPin, log: Log) -> CachedSdist:
-    from . import sdist
-
     return sdist.fetch(settings.cache_dir, pin, settings.mirrors, settings.use_urls, log)
 
 
@@ -942,10 +940,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         shutil.rmtree(d, ignore_errors=True)
     src.parent.mkdir(parents=True, exist_ok=True)
     if job.sdist is not None:
-        from . import sdist
-
-        # hashed again now: the copy unpacked is the one the pin vouches for
-        sdist.unpack(sdist.CachedSdist(job.sdist.pin, sdist.require(job.sdist), job.sdist.origin), src)
+        sdist.unpack(job.sdist, src)
     else:
         shutil.copytree(job.project, src, ignore=shutil.ignore_patterns(*job.recipe.exclude), symlinks=True)
     stage.mkdir()

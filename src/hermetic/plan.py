@@ -126,7 +126,7 @@ def plan_all(
 
     # the wheels built against this tree: the wheel recipes naming this release and variant
     wheel_recipes, not_fit = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
-                                                    tuple(variant.values("targets")))
+                                                    tuple(variant.values("targets")), arch)
 
     # wheelhouse: the hash-pinned build requirements: CMake and Ninja of the build, the wheels' too
     req_sets = [wheelhouse.load_requirements(f) for f in wheel.requirement_files(settings, wheel_recipes)]

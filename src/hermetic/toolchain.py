@@ -63,15 +63,16 @@ class Platform:
     packages: tuple[str, ...]  # the Debian packages that provide the emulator
     elf_machine: int  # e_machine of its ELF binaries: how a program (a foreign Python) tells its architecture
     loader: str  # its dynamic loader, relative to a root (`qemu-user -L ROOT` runs the root's programs)
+    llvm_target: str  # LLVM's target for its code: what a JIT running there (llvmlite's) compiles for
 
 
 PLATFORMS = {
     "amd64": Platform("amd64", "x86_64", ("x86_64", "amd64"), "x86_64-unknown-linux-gnu",
                       ("qemu-x86_64-static", "-L", "/usr/x86_64-linux-gnu"), ("qemu-user-static", "libc6-amd64-cross"),
-                      62, "lib64/ld-linux-x86-64.so.2"),
+                      62, "lib64/ld-linux-x86-64.so.2", "X86"),
     "arm64": Platform("arm64", "aarch64", ("aarch64", "arm64"), "aarch64-unknown-linux-gnu",
                       ("qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"), ("qemu-user-static", "libc6-arm64-cross"),
-                      183, "lib/ld-linux-aarch64.so.1"),
+                      183, "lib/ld-linux-aarch64.so.1", "AArch64"),
 }
 _GLIBC = re.compile(r"^2\.(\d+)$")
 _TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")

@@ -102,6 +102,8 @@ class WheelRecipe:
     llvm_versions: tuple[str, ...] = ()  # the LLVM releases it builds against; () = the LLVM recipe's default
     variants: tuple[str, ...] = ()  # the variants it builds against; () = any holding needs_targets
     needs_targets: tuple[str, ...] = ()
+    # a JIT (llvmlite's) compiles for the machine it runs on: the LLVM must hold the target of the wheel's arch
+    needs_host_target: bool = False
     cmake_args: str = "config-settings"
     env: tuple[tuple[str, str], ...] = ()
     zig_link: ZigLink = field(default_factory=ZigLink)
@@ -114,8 +116,8 @@ class WheelRecipe:
                      self.env, [self.zig_link.drop, self.zig_link.exports]]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()
 
-    def fits(self, version: str, default_version: str, variant: str, targets: tuple[str, ...]) -> str:
-        """'' when it builds against `variant` of LLVM `version`, else why not."""
+    def fits(self, version: str, default_version: str, variant: str, targets: tuple[str, ...], arch: str = "") -> str:
+        """'' when it builds against `variant` of LLVM `version` for `arch` (unchecked when ''), else why not."""
         releases = self.llvm_versions or (default_version,)
         if version not in releases:
             return f"{self.name} builds against LLVM {', '.join(releases)}, not {version}"
@@ -124,11 +126,18 @@ class WheelRecipe:
         missing = [t for t in self.needs_targets if t not in targets]
         if missing:
             return f"{self.name} needs the target{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which {variant} leaves out"
+        host = self.host_target(arch)
+        if host and host not in targets:
+            return f"{self.name} on {arch} needs the target {host} (its JIT compiles for the machine it runs on), which {variant} leaves out"
         return ""
+
+    def host_target(self, arch: str) -> str:
+        """The LLVM target the wheel needs for `arch`: its machine's, where the recipe says so; else ''."""
+        return toolchain.PLATFORMS[arch].llvm_target if self.needs_host_target and arch in toolchain.PLATFORMS else ""
 
 
 _RECIPE_KEYS = {"project", "sdist", "source_date_epoch", "requirements", "llvm_recipe", "llvm_versions", "variants",
-                "needs_targets", "cmake_args", "cmake_defines", "env", "zig_link", "exclude"}
+                "needs_targets", "needs_host_target", "cmake_args", "cmake_defines", "env", "zig_link", "exclude"}
 
 
 def wheel_recipe_names(recipes_dir: Path) -> list[str]:
@@ -189,6 +198,9 @@ def load_wheel_recipe(recipes_dir: Path, name: str = DEFAULT_RECIPE) -> WheelRec
             raise RecipeError(f"{path}: an sdist recipe needs source_date_epoch", "every time the wheel records is clamped to it",
                               "give the newest file time in the sdist, in seconds since 1970")
         pin = SdistPin(**{k: str(raw.get(k, "")) for k in (*need, "url")})
+    if not isinstance(data.get("needs_host_target", False), bool):
+        raise RecipeError(f"{path}: needs_host_target must be true or false", f"got {data['needs_host_target']!r}",
+                          "true for a project that compiles for the machine it runs on (a JIT)")
     link = data.get("zig_link") or {}
     if not isinstance(link, dict) or set(link) - {"drop", "exports"}:
         raise RecipeError(f"{path}: zig_link is malformed", f"got {link!r}", "give drop: [FLAGS] and exports: [SYMBOL PATTERNS]")
@@ -205,6 +217,7 @@ def load_wheel_recipe(recipes_dir: Path, name: str = DEFAULT_RECIPE) -> WheelRec
         llvm_versions=strings(data.get("llvm_versions"), "llvm_versions"),
         variants=strings(data.get("variants"), "variants"),
         needs_targets=strings(data.get("needs_targets"), "needs_targets"),
+        needs_host_target=bool(data.get("needs_host_target", False)),
         cmake_args=mode,
         env=mapping("env"),
         zig_link=ZigLink(strings(link.get("drop"), "zig_link.drop"), strings(link.get("exports"), "zig_link.exports")),
@@ -219,12 +232,14 @@ class LLVMPrefix:
     prefix: Path
     cmake_dir: Path
     version: str
+    targets: tuple[str, ...] = ()  # LLVM_TARGETS_TO_BUILD of its LLVMConfig.cmake (() when it names none)
 
     @property
     def major(self) -> int:
         return int(self.version.split(".")[0])
 
 
+_LLVM_TARGETS = re.compile(r"set\(\s*LLVM_TARGETS_TO_BUILD\s+([^)\s]+)\s*\)")
 _LLVM_VERSION = re.compile(r'set\(\s*(?:LLVM_PACKAGE_VERSION|PACKAGE_VERSION)\s+"?([0-9]+(?:\.[0-9]+)*)"?\s*\)')
 
 
@@ -259,7 +274,8 @@ def inspect_llvm(prefix: Path, required_major: int, who: str = DEFAULT_RECIPE) -
                 break
     if not version:
         raise UsageError(f"cannot tell the LLVM version of {prefix}", f"no PACKAGE_VERSION in {cmake_dir}", "reinstall LLVM")
-    found = LLVMPrefix(prefix, cmake_dir, version)
+    m = _LLVM_TARGETS.search((cmake_dir / "LLVMConfig.cmake").read_text(errors="replace"))
+    found = LLVMPrefix(prefix, cmake_dir, version, tuple(t for t in m.group(1).strip('"').split(";") if t) if m else ())
     if found.major != required_major:
         raise UsageError(
             f"{prefix} is LLVM {version}, the {'compiler core' if who == DEFAULT_RECIPE else who + ' wheel'} needs LLVM {required_major}",
@@ -739,8 +755,6 @@ def plan(
                 f"drop PROJECT; to build other sources, put their sdist in a --mirror directory under the name "
                 f"{wr.sdist.file} (it is refused unless it matches the pin)",
             )
-        cached_sdist = sdist_fetch(settings, wr.sdist, log)
-        proj = cached_sdist.path
     else:
         proj = (project or settings.root / wr.project).resolve()
         _project_name(proj)
@@ -749,6 +763,17 @@ def plan(
     found = find_llvm_build(llvm.prefix, settings.work_dir)
     tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
     _same_arch(settings, llvm.prefix, tc, found is not None)
+    host = wr.host_target(toolchain.target_arch(tc))
+    if host and llvm.targets and host not in llvm.targets:
+        raise UsageError(
+            f"the LLVM at {llvm.prefix} has no {host} target, which the {wr.name} wheel for {toolchain.target_arch(tc)} needs",
+            f"{wr.name} compiles for the machine it runs on; that LLVM was built for {', '.join(llvm.targets)}",
+            f"build a variant holding {host} (`hermetic variants` lists them; {', '.join(wr.variants) or 'any'} for {wr.name}) "
+            "and pass its tree with --llvm",
+        )
+    if wr.sdist is not None:  # fetched once the LLVM is known to fit: a refusal downloads nothing
+        cached_sdist = sdist_fetch(settings, wr.sdist, log)
+        proj = cached_sdist.path
     interp = python or current_interpreter()
     _usable(interp, tc)
     runner = build_interpreter(interp, search_path)
@@ -806,12 +831,12 @@ def fetch_wheelhouses(settings: Settings, log: Log, recipes: list[WheelRecipe] |
 
 
 def matching_recipes(recipes_dir: Path, version: str, default_version: str, variant: str,
-                     targets: tuple[str, ...]) -> tuple[list[WheelRecipe], list[str]]:
-    """The wheel recipes that build against `variant` of LLVM `version`, and why each other one does not."""
+                     targets: tuple[str, ...], arch: str = "") -> tuple[list[WheelRecipe], list[str]]:
+    """The wheel recipes that build against `variant` of LLVM `version` for `arch`, and why each other one does not."""
     fit, why = [], []
     for name in wheel_recipe_names(recipes_dir):
         wr = load_wheel_recipe(recipes_dir, name)
-        reason = wr.fits(version, default_version, variant, targets)
+        reason = wr.fits(version, default_version, variant, targets, arch)
         (why.append(reason) if reason else fit.append(wr))
     return fit, why
 

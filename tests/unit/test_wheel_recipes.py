@@ -50,6 +50,36 @@ def test_each_release_and_variant_gets_the_wheels_that_build_against_it() -> Non
     assert "llvmlite builds against LLVM 22.1.8, not 19.1.7" in why
 
 
+def test_llvmlite_needs_the_target_of_the_machine_its_jit_runs_on() -> None:
+    def names(variant: str, targets: tuple[str, ...], arch: str) -> tuple[list[str], list[str]]:
+        fit, why = wheel.matching_recipes(RECIPES, "22.1.8", "19.1.7", variant, targets, arch)
+        return [w.name for w in fit], why
+
+    assert names("llvmlite", ("X86", "NVPTX"), "amd64")[0] == ["llvmlite"]
+    assert names("llvmlite-arm64", ("AArch64", "NVPTX"), "arm64")[0] == ["llvmlite"]
+    fit, why = names("llvmlite", ("X86", "NVPTX"), "arm64")
+    assert fit == [] and any("llvmlite on arm64 needs the target AArch64" in w for w in why)
+    fit, why = names("llvmlite-arm64", ("AArch64", "NVPTX"), "amd64")
+    assert fit == [] and any("llvmlite on amd64 needs the target X86" in w for w in why)
+    # the compiler core lowers to PTX only: it does not care about the machine's target
+    assert wheel.load_wheel_recipe(RECIPES).host_target("arm64") == ""
+
+
+def test_a_tree_without_the_host_target_is_refused_before_the_sdist_is_fetched(tmp_path: Path) -> None:
+    cmake = tmp_path / "llvm" / "lib" / "cmake" / "llvm"
+    cmake.mkdir(parents=True)
+    (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD AArch64;NVPTX)\n')
+    assert wheel.inspect_llvm(tmp_path / "llvm", 22).targets == ("AArch64", "NVPTX")
+    want = toolchain.PLATFORMS[toolchain.machine_arch()].llvm_target
+    if want == "AArch64":
+        (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD X86;NVPTX)\n')
+    proc = hermetic("wheel", "--recipe", "llvmlite", "--llvm", str(tmp_path / "llvm"), "--toolchain", "host",
+                    "--cache", str(tmp_path / "cache"), "--work-dir", str(tmp_path / "w"), "--no-urls", check=False)
+    assert proc.returncode == ExitCode.USAGE and "Traceback" not in proc.stderr, proc.stderr
+    assert f"has no {want} target" in proc.stderr and "llvmlite-arm64" in proc.stderr
+    assert not (tmp_path / "cache" / "sdists").exists()
+
+
 def test_the_llvmlite_plan_builds_its_sdist_and_fetches_its_requirements(tmp_path: Path) -> None:
     job = plan.plan_all(_settings(tmp_path, toolchain="zig", variant="llvmlite", llvm_version="22.1.8"), lambda m: None)
     step = job.step("wheel")

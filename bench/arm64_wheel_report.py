@@ -47,9 +47,11 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
     return proc
 
 
-def build(llvm: Path, work: Path, env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+def build(llvm: Path, work: Path, env: dict[str, str], extra: list[str],
+          what: list[str] | None = None) -> dict[str, Any]:
+    """`hermetic wheel` of `what` (default: the compiler core's directory; `--recipe NAME` for a recipe's sdist)."""
     work.mkdir(parents=True)
-    args = ["wheel", str(ROOT / "src" / "compiler"), "--llvm", str(llvm), "--work-dir", str(work),
+    args = ["wheel", *(what or [str(ROOT / "src" / "compiler")]), "--llvm", str(llvm), "--work-dir", str(work),
             "--output", str(work / "dist"), "--offline", "auto", *extra]
     started = time.monotonic()
     proc = run([sys.executable, "-m", "hermetic", *args], env, work)

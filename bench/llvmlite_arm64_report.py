@@ -1,0 +1,129 @@
+"""llvmlite's arm64 wheel, measured: cross-built twice from its pinned sdist against the `llvmlite-arm64` variant,
+auditwheel's verdict, and llvmlite's own test suite run by Debian's arm64 python3.11 under qemu-user, in one run.
+
+    python bench/llvmlite_arm64_report.py --llvm PREFIX [--root DIR] [--amd64-tests JSON]
+                                          [--machine TEXT] [--json reports/llvmlite-arm64/report.json]
+
+PREFIX: the install prefix of `hermetic build llvm --arch arm64 --llvm-version 22.1.8 --variant llvmlite-arm64`.
+--root: where the arm64 Debian root with python3.11 is made or reused (tests/debian_root.py). Builds A and B
+run `hermetic wheel --recipe llvmlite --arch arm64 --python ROOT/usr/bin/python3.11` in two fresh work dirs
+(B under umask 077), so their sha256 must agree. Wheel A is installed into a fresh venv of that arm64 Python
+(made and run under qemu-aarch64-static) and `python -m llvmlite.tests -v` runs there. --amd64-tests: an
+amd64 run's summary (tests/gpu/runner/unittest_summary.py), whose skips the arm64 ones are compared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import arm64_wheel_report as arm  # bench/: build, auditwheel and install, shared with tilec's arm64 report
+import reportlib
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "gpu" / "runner"))
+import unittest_summary  # noqa: E402  (the runner's parser of a unittest -v log)
+
+
+def suite(root: Path, python: Path, wheel: Path, base: Path) -> tuple[dict[str, Any], str]:
+    """A fresh venv of the arm64 Python (under qemu), the wheel installed into it, llvmlite's suite run."""
+    qemu = [arm.ARM.emulator[0], "-L", str(root)]
+    env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C", "HOME": str(base)}
+    venv = base / "llvmlite-venv"
+    arm.run([*qemu, str(python), "-m", "venv", "--without-pip", str(venv)], env, base)
+    site = next(venv.glob("lib/python3.*/site-packages"))
+    arm.install([wheel], site, arm.ARM_PIP)
+    where = arm.run([*qemu, str(venv / "bin" / "python"), "-c",
+                     "import sys, llvmlite, llvmlite.binding as b; "
+                     "print(sys.prefix, llvmlite.__file__, b.get_process_triple(), '.'.join(map(str, b.llvm_version_info)))"],
+                    env, Path("/")).stdout.split()
+    started = time.monotonic()
+    proc = subprocess.run([*qemu, str(venv / "bin" / "python"), "-m", "llvmlite.tests", "-v"], cwd="/", env=env,
+                          capture_output=True, text=True)
+    took = round(time.monotonic() - started, 1)
+    log = proc.stdout + proc.stderr
+    summary = unittest_summary.summarize(log)
+    summary.update({"exit_status": proc.returncode, "wall_s_under_qemu": took, "venv_prefix": where[0],
+                    "llvmlite_from": where[1], "process_triple": where[2], "llvm": where[3]})
+    return summary, log
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llvm", type=Path, required=True, help="the llvmlite-arm64 variant's install prefix")
+    ap.add_argument("--root", type=Path, help="the arm64 Debian root to make or reuse (default: a temp dir)")
+    ap.add_argument("--amd64-tests", type=Path, help="an amd64 run's llvmlite-tests.json, to compare the skips with")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--machine", default="", help="what the machine is, for the report")
+    ap.add_argument("--json", type=Path, help="write the report here (the suite's log beside it)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs (printed)")
+    args = ap.parse_args()
+
+    env = reportlib.clean_env(ROOT)
+    env["HERMETIC_JOBS"] = str(args.jobs)
+    base = Path(tempfile.mkdtemp(prefix="hermetic-llvmlite-arm64-"))
+    load_before = os.getloadavg()
+    started = time.time()
+    root = arm.make_root((args.root or base / "arm64-root").absolute(), "arm64")
+    python = root / "usr" / "bin" / "python3.11"
+    extra = ["--arch", "arm64", "--python", str(python)]
+    recipe = ["--recipe", "llvmlite"]
+    a = arm.build(args.llvm, base / "a" / "work", env, extra, recipe)
+    umask = os.umask(0o077)  # B also differs in the permissions its files are made with
+    try:
+        b = arm.build(args.llvm, base / "elsewhere" / "b" / "work", env, extra, recipe)
+    finally:
+        os.umask(umask)
+    audit = arm.auditwheel_show(Path(a["work_dir"]), a["wheel"])
+    tests, log = suite(root, python, Path(a["path"]), base)
+
+    skips: dict[str, Any] = {}
+    if args.amd64_tests:
+        amd = json.loads(args.amd64_tests.read_text())
+        # "module.Class.test: reason", as unittest_summary writes them
+        amd_skips = dict(s.split(": ", 1) for s in amd.get("skipped_tests", []))
+        ours = dict(s.split(": ", 1) for s in tests.get("skipped_tests", []))
+        skips = {"amd64_run": str(args.amd64_tests), "same_as_amd64": sorted(set(ours) & set(amd_skips)),
+                 "only_on_arm64": {t: ours[t] for t in sorted(set(ours) - set(amd_skips))},
+                 "only_on_amd64": {t: amd_skips[t] for t in sorted(set(amd_skips) - set(ours))}}
+    record = json.loads(Path(a["work_dir"], "dist", "wheel-record.json").read_text())
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    report = {
+        "what": "llvmlite's manylinux_2_28_aarch64 wheel cross-built on x86_64 from its pinned sdist against the "
+                "llvmlite-arm64 variant with the pinned zig, and llvmlite's own suite run by Debian's arm64 python3.11 "
+                "under qemu-aarch64-static",
+        "command": "python bench/llvmlite_arm64_report.py " + " ".join(sys.argv[1:]),
+        "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "checkout": commit + ("+local-changes" if dirty else ""),
+        "llvm": record.get("llvm"),
+        "sdist": record["project"].get("sdist"),
+        "wheel": {"a": a, "b": b, "same_sha256": a["sha256"] == b["sha256"], "auditwheel": audit},
+        "tests": tests,
+        "skips_against_amd64": skips,
+    }
+    for side in (a, b):
+        side.pop("path")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.with_name("llvmlite-tests-arm64.log").write_text(log)
+    reportlib.emit(report, args.json, base, args.keep)
+    if not report["wheel"]["same_sha256"] or tests.get("result") != "OK":
+        sys.exit("the two arm64 wheels differ or the suite did not pass: see the report")
+
+
+if __name__ == "__main__":
+    main()

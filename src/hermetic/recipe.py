@@ -116,11 +116,23 @@ def _normalize(value: object) -> str:
     return ";".join(v.strip() for v in str(value).split(";") if v.strip())
 
 
-def _files_digest(path: Path) -> str:
+# Files of a recipe whose content enters a build's digest only in part: conandata.yml by the release built
+# (its pins, rules and epoch) and what every release shares; variants.yml by the variant built (Variant.digest,
+# beside the recipe's in a build's inputs). Pinning another release or adding a variant then changes no
+# digest of a build that does not use it, so the trees and substitutes already published stay found.
+_DIGESTED_IN_PART = ("conandata.yml", "variants.yml")
+
+
+def _files_digest(path: Path, data: dict[str, Any], version: str) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        rel = f.relative_to(path).as_posix()
+        if rel in _DIGESTED_IN_PART:
+            continue
+        h.update(rel.encode() + b"\0")
         h.update(f.read_bytes() + b"\0")
+    shared = {k: v for k, v in data.items() if k not in ("sources", "default_version")}
+    h.update(b"conandata.yml\0" + json.dumps([shared, version, data["sources"][version]], sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -181,7 +193,7 @@ def load(recipes_dir: Path, name: str = "llvm", version: str | None = None) -> R
             option_values=option_values,
             variants=variants,
             default_variant=str(variants_data["default"]),
-            files_digest=_files_digest(path),
+            files_digest=_files_digest(path, data, version),
             prefix_template=str(data["install_prefix"]),
             prune=PruneRules(**{k: tuple(str(x) for x in entry["prune"][k]) for k in PRUNE_KEYS}),
             versions=tuple(versions),

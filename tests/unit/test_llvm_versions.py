@@ -19,14 +19,35 @@ def test_default_release_and_a_second_one_side_by_side() -> None:
     new = recipe.load(ROOT / "recipes", version="22.1.8")
     assert (old.version, new.version) == ("19.1.7", "22.1.8")
     assert old.versions == new.versions == ("19.1.7", "22.1.8")
-    # each release has its own archives, epoch and prefix; the recipe files (and digest) are one
+    # each release has its own archives, epoch and prefix, and its own recipe digest
     assert {a.file for a in new.archives} == {"llvm-toolchain-22_22.1.8.orig.tar.xz"}
     assert new.source_date_epoch != old.source_date_epoch
     assert new.prefix("support") == "/usr/lib64/llvm-support-22.1.8"
-    assert new.digest() == old.digest()
+    assert new.digest() != old.digest()
     # the default release keeps its build directory; another one builds beside it
     assert old.build_name("support") == "support"
     assert new.build_name("support") == "support-22.1.8"
+
+
+def test_a_new_release_or_variant_changes_no_other_builds_digest(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "recipes" / "llvm", tmp_path / "llvm")
+    before = recipe.load(tmp_path)
+    nvptx = recipe.resolve_variant(before, "nvptx")
+    v = tmp_path / "llvm" / "variants.yml"
+    v.write_text(v.read_text() + '  extra:\n    options: {targets: "ARM", projects: "llvm", components: "LLVMSupport", tools: ""}\n')
+    data = tmp_path / "llvm" / "conandata.yml"
+    pinned = data.read_text()
+    data.write_text(pinned.replace("sources:\n", 'sources:\n  "18.1.8":\n    source_date_epoch: 1\n    archives: []\n'
+                                   '    prune: {keep_top: [], drop_top: [], drop_in_project: [], td_always: []}\n', 1))
+    after = recipe.load(tmp_path)
+    assert "18.1.8" in after.versions and recipe.resolve_variant(after, "extra").name == "extra"
+    assert after.digest() == before.digest() and recipe.resolve_variant(after, "nvptx").digest() == nvptx.digest()
+    # what the release's build does use still counts: its pins, the recipe's files
+    data.write_text(pinned.replace("source_date_epoch:", "source_date_epoch: 1 #", 1))
+    assert recipe.load(tmp_path).digest() != before.digest()
+    data.write_text(pinned)
+    (tmp_path / "llvm" / "conanfile.py").write_text((tmp_path / "llvm" / "conanfile.py").read_text() + "\n# changed\n")
+    assert recipe.load(tmp_path).digest() != before.digest()
 
 
 def test_unknown_release_lists_the_pinned_ones() -> None:

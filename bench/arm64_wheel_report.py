@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,27 +91,59 @@ def install(wheels: list[Path], dest: Path, extra: list[str]) -> Path:
     return dest
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arm64-llvm", type=Path, required=True)
-    ap.add_argument("--amd64-llvm", type=Path, required=True)
+def common_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of the arm64 wheel reports (this one and llvmlite_arm64_report.py)."""
     ap.add_argument("--root", type=Path, help="the arm64 Debian root to make or reuse (default: a temp dir)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--machine", default="", help="what the machine is, for the report")
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs (printed)")
-    args = ap.parse_args()
 
+
+@dataclass(frozen=True)
+class Start:
+    """What an arm64 wheel report starts from: hermetic's environment, a scratch dir, the arm64 root and Python."""
+
+    env: dict[str, str]
+    base: Path
+    load_before: tuple[float, float, float]
+    started: float
+    root: Path
+    root_s: float
+
+    @property
+    def python(self) -> Path:
+        return self.root / "usr" / "bin" / "python3.11"
+
+
+def start(args: argparse.Namespace, prefix: str) -> Start:
     env = reportlib.clean_env(ROOT)
     env["HERMETIC_JOBS"] = str(args.jobs)
-    base = Path(tempfile.mkdtemp(prefix="hermetic-arm64-wheel-"))
+    base = Path(tempfile.mkdtemp(prefix=prefix))
     load_before = os.getloadavg()
     started = time.time()
-
     t0 = time.monotonic()
     root = make_root((args.root or base / "arm64-root").absolute(), "arm64")
-    root_s = round(time.monotonic() - t0, 1)
-    python = root / "usr" / "bin" / "python3.11"
+    return Start(env, base, load_before, started, root, round(time.monotonic() - t0, 1))
+
+
+def checkout() -> str:
+    """This checkout's commit, marked when tracked files differ from it."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    return commit + ("+local-changes" if dirty else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arm64-llvm", type=Path, required=True)
+    ap.add_argument("--amd64-llvm", type=Path, required=True)
+    common_arguments(ap)
+    args = ap.parse_args()
+    st = start(args, "hermetic-arm64-wheel-")
+    env, base, load_before, started, root, root_s = st.env, st.base, st.load_before, st.started, st.root, st.root_s
+    python = st.python
     packages = json.loads((root.parent / f"{root.name}.packages.json").read_text())
     arm_extra = ["--arch", "arm64", "--python", str(python)]
 
@@ -136,9 +169,6 @@ def main() -> None:
                         "tree_digest": rec["tree"]["digest"], "toolchain_target": rec["toolchain_id"]["target"]}
         return {"prefix": str(prefix)}
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True).stdout.strip())
     same_ptx = {k: arm_ptx["sha256"].get(k) == v for k, v in amd_ptx["sha256"].items()}
     report = {
         "what": "tilec's manylinux_2_28_aarch64 wheel cross-built on x86_64 with the pinned zig toolchain, "
@@ -150,7 +180,7 @@ def main() -> None:
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "checkout": commit + ("+local-changes" if dirty else ""),
+        "checkout": checkout(),
         "llvm": {"arm64": tree(args.arm64_llvm), "amd64": tree(args.amd64_llvm)},
         "arm64_root": {"made_by": "tests/debian_root.py (apt-get --download-only with the machine's sources, dpkg-deb -x)",
                        "wall_s": root_s, "debs": len(packages),

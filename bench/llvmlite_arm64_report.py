@@ -20,7 +20,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -59,21 +58,11 @@ def suite(root: Path, python: Path, wheel: Path, base: Path) -> tuple[dict[str, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llvm", type=Path, required=True, help="the llvmlite-arm64 variant's install prefix")
-    ap.add_argument("--root", type=Path, help="the arm64 Debian root to make or reuse (default: a temp dir)")
     ap.add_argument("--amd64-tests", type=Path, help="an amd64 run's llvmlite-tests.json, to compare the skips with")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--machine", default="", help="what the machine is, for the report")
-    ap.add_argument("--json", type=Path, help="write the report here (the suite's log beside it)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary work dirs (printed)")
+    arm.common_arguments(ap)
     args = ap.parse_args()
-
-    env = reportlib.clean_env(ROOT)
-    env["HERMETIC_JOBS"] = str(args.jobs)
-    base = Path(tempfile.mkdtemp(prefix="hermetic-llvmlite-arm64-"))
-    load_before = os.getloadavg()
-    started = time.time()
-    root = arm.make_root((args.root or base / "arm64-root").absolute(), "arm64")
-    python = root / "usr" / "bin" / "python3.11"
+    st = arm.start(args, "hermetic-llvmlite-arm64-")
+    env, base, root, python = st.env, st.base, st.root, st.python
     extra = ["--arch", "arm64", "--python", str(python)]
     recipe = ["--recipe", "llvmlite"]
     a = arm.build(args.llvm, base / "a" / "work", env, extra, recipe)
@@ -95,20 +84,17 @@ def main() -> None:
                  "only_on_arm64": {t: ours[t] for t in sorted(set(ours) - set(amd_skips))},
                  "only_on_amd64": {t: amd_skips[t] for t in sorted(set(amd_skips) - set(ours))}}
     record = json.loads(Path(a["work_dir"], "dist", "wheel-record.json").read_text())
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True).stdout.strip())
     report = {
         "what": "llvmlite's manylinux_2_28_aarch64 wheel cross-built on x86_64 from its pinned sdist against the "
                 "llvmlite-arm64 variant with the pinned zig, and llvmlite's own suite run by Debian's arm64 python3.11 "
                 "under qemu-aarch64-static",
         "command": "python bench/llvmlite_arm64_report.py " + " ".join(sys.argv[1:]),
         "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
-        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_before": [round(x, 2) for x in st.load_before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.started)),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "checkout": commit + ("+local-changes" if dirty else ""),
+        "checkout": arm.checkout(),
         "llvm": record.get("llvm"),
         "sdist": record["project"].get("sdist"),
         "wheel": {"a": a, "b": b, "same_sha256": a["sha256"] == b["sha256"], "auditwheel": audit},

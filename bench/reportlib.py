@@ -45,7 +45,7 @@ def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[
     work.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     args = ["build", "llvm", *common, "--work-dir", str(work), *extra]
-    argv = [os.path.realpath(sys.executable), "-m", "hermetic", *args]
+    argv = [python(), "-m", "hermetic", *args]
     proc = subprocess.run(as_user(argv) if as_user else argv, cwd=work.parent, env=env, capture_output=True, text=True)
     took = time.monotonic() - started
     if proc.returncode != 0:
@@ -53,6 +53,12 @@ def timed_build(work: Path, common: list[str], env: dict[str, str], extra: list[
     rec = json.loads((work / "llvm" / common[1] / "record.json").read_text())
     return {"work_dir": str(work), "wall_s": round(took, 1), "build_wall_time_s": rec["wall_time_s"], "jobs": rec["jobs"],
             "tree_digest": rec["tree"]["digest"], "inputs_digest": rec["inputs_digest"], entry: rec.get(entry)}
+
+
+def python() -> str:
+    """This interpreter for another process (another user's too): a venv's by its own path (resolving the link
+    would leave the venv and its packages behind), any other by its real path."""
+    return sys.executable if sys.prefix != sys.base_prefix else os.path.realpath(sys.executable)
 
 
 def clean_env(root: Path) -> dict[str, str]:

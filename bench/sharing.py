@@ -53,23 +53,35 @@ def start_redis(base: Path, perm: str = "700") -> tuple[subprocess.Popen[bytes],
 # --- distccd compile hosts ------------------------------------------------------------------------------
 
 
-def compile_host(base: Path, toolchain: str, env: dict[str, str]) -> Path:
-    """`hermetic toolchain compile-host BASE`: the compilers' directory for distccd's PATH."""
+def compile_host(base: Path, toolchain: str, env: dict[str, str], extra: tuple[str, ...] | list[str] = ()) -> Path:
+    """`hermetic toolchain compile-host BASE [EXTRA]`: the compilers' directory for distccd's PATH (EXTRA: where
+    the pinned toolchain is found, --mirror DIR, --no-urls)."""
+    base.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "hermetic", "toolchain", "compile-host", str(base), "--toolchain", toolchain,
-                    "--quiet"], env=env, check=True, cwd=base.parent, stdout=subprocess.DEVNULL)
+                    "--quiet", *extra], env=env, check=True, cwd=base.parent, stdout=subprocess.DEVNULL)
     return base / "bin"
 
 
 def start_distccd(addr: str, bin_dir: Path, log: Path, slots: int) -> tuple[subprocess.Popen[bytes], int, int]:
     port, stats = free_port(addr), free_port(addr)
     # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
-    # namespace of its own it is uid 65534 there and keeps the file access of the user who started it.
-    userns = ["unshare", "--user"] if os.geteuid() == 0 else []
+    # namespace of its own it is uid 65534 there and keeps the file access of the user who started it. Where
+    # no user namespace can be made, it is told to switch to nobody, who reads the compile host's files
+    # (mode 0755 directories) and nothing of root's.
+    userns: list[str] = []
+    switch: list[str] = []
+    if os.geteuid() == 0:
+        if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode == 0:
+            userns = ["unshare", "--user"]
+        else:
+            switch = ["--user", "nobody"]
+            log.touch()
+            log.chmod(0o666)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.Popen(
         [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(port), "--allow", "127.0.0.0/8",
          "--jobs", str(slots), "--log-file", str(log), "--log-level", "info", "--enable-tcp-insecure",
-         "--stats", "--stats-port", str(stats)],
+         "--stats", "--stats-port", str(stats), *switch],
         env=env, start_new_session=True,
     )
     deadline = time.monotonic() + 20

@@ -10,6 +10,7 @@
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
 #                            [--again] [--tilec-bench [--baseline-src DIR]] [--compare-host] [--arch ARCH] [--qemu DIR]
 #                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST] [--numba SDIST]
+#                            [--scale [--scale-tools DIR] [--scale-runs LIST] [--scale-hosts N] [--scale-slots N]]
 #
 # Every option also reads an environment variable (HERMETIC_RUNNER_<NAME>):
 #   --source      pruned archive, its pruned.json beside it   (.carry/llvm-project-19.1.7.src-nvptx.tar.xz)
@@ -56,6 +57,16 @@
 #                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
 #                 with each wheel, the two taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds (4) of
 #                 HERMETIC_RUNNER_COLD_REPS compiles (9) (--out/cold-<toolchain>/round-N)  (HERMETIC_RUNNER_COMPARE_HOST=1)
+#   --scale       instead of the builds above: bench/scale_bench.py on the variant (cold, warm from a shared
+#                 compile cache in another directory and as another user, distributed over distccd hosts on
+#                 127.0.0.2, .3, …, substituted from a registry), every build offline from the carried archive,
+#                 toolchain and wheelhouse (scale-VARIANT.json in --out; the work dirs, their build dirs and
+#                 logs kept under --work/scale)                               (HERMETIC_RUNNER_SCALE=1)
+#   --scale-tools a directory with scale-tools.tar.xz: redis-server, ccache, distcc(d) and docker-registry with
+#                 the libraries they need, for a runner without them (tests/gpu/runner/scale-carry.sh
+#                 writes it); its bin/ goes first on PATH                     (.scale, if there)
+#   --scale-runs  scale_bench's --runs: which runs, in which order          (all five, cold first)
+#   --scale-hosts, --scale-slots  distccd daemons, and the jobs each takes    (2, nproc/2)
 #
 # Carrying the zig toolchain: the 101 MB wheel is too big for a device call, its 46 MB slim
 # archive is not. Where the wheel can be fetched, `hermetic toolchain slim --output .zig`
@@ -104,6 +115,12 @@ NUMBA=${HERMETIC_RUNNER_NUMBA:-}
 BASELINE_SRC=${HERMETIC_RUNNER_BASELINE_SRC:-}
 QEMU=${HERMETIC_RUNNER_QEMU:-}
 [[ -z $QEMU && -d $REPO/.qemu ]] && QEMU=$REPO/.qemu
+SCALE=${HERMETIC_RUNNER_SCALE:-0}
+SCALE_TOOLS=${HERMETIC_RUNNER_SCALE_TOOLS:-}
+[[ -z $SCALE_TOOLS && -d $REPO/.scale ]] && SCALE_TOOLS=$REPO/.scale
+SCALE_RUNS=${HERMETIC_RUNNER_SCALE_RUNS:-}
+SCALE_HOSTS=${HERMETIC_RUNNER_SCALE_HOSTS:-2}
+SCALE_SLOTS=${HERMETIC_RUNNER_SCALE_SLOTS:-}
 PART_SIZE=15M
 
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -133,6 +150,11 @@ while (($#)); do
     --numba) NUMBA=$2; shift 2 ;;
     --baseline-src) BASELINE_SRC=$2; shift 2 ;;
     --qemu) QEMU=$2; shift 2 ;;
+    --scale) SCALE=1; shift ;;
+    --scale-tools) SCALE_TOOLS=$2; shift 2 ;;
+    --scale-runs) SCALE_RUNS=$2; shift 2 ;;
+    --scale-hosts) SCALE_HOSTS=$2; shift 2 ;;
+    --scale-slots) SCALE_SLOTS=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "runner: unknown argument $1" >&2; usage 2 ;;
   esac
@@ -142,7 +164,7 @@ mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
   "$OUT/record.json" "$OUT/support-record.json" "$OUT"/toolchain-build-*.json "$OUT"/cross-build-*.json "$WORK/logs" "$OUT"/llvmlite-* \
-  "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-*
+  "$OUT/wheel-again.json" "$OUT/host-record.json" "$OUT/tilec-bench" "$OUT"/cold-* "$OUT"/scale-*.json
 STEPS="$OUT/steps.jsonl"
 FACTS="$OUT/facts.env"       # KEY=VALUE lines the report helper reads
 SITE="$WORK/site"            # carried wheels (conan) go here
@@ -295,6 +317,42 @@ if ((NEED_QEMU)) && [[ -n $QEMU ]]; then
   if step install-qemu install_qemu; then export PATH="$WORK/qemu/bin:$PATH"; fi
 fi
 say "toolchain ${TOOLCHAIN:-(default)}, mirror ${MIRROR:-none}, build args: ${BUILD_ARGS[*]}"
+
+# --- --scale: the scale report instead of the builds below ---------------------------------------
+# scale_tools: the carried Debian binaries (scale-carry.sh), unpacked; bin/ goes first on PATH.
+scale_tools() {
+  [[ -f $SCALE_TOOLS/scale-tools.tar.xz ]] || { echo "no scale-tools.tar.xz in ${SCALE_TOOLS:-(none)}"; return 1; }
+  rm -rf "$WORK/scale-tools" && mkdir -p "$WORK/scale-tools" && tar -C "$WORK/scale-tools" -xJf "$SCALE_TOOLS/scale-tools.tar.xz" || return 1
+  chmod 755 "$WORK" "$WORK/scale-tools"  # the other user runs ccache from here
+  cat "$WORK/scale-tools/versions.txt"
+  local b
+  for b in redis-server ccache distcc distccd docker-registry; do "$WORK/scale-tools/bin/$b" --version 2>&1 | head -n 1 || return 1; done
+}
+scale_bench() {
+  local extra=(--source "$SOURCE" --offline "$OFFLINE" --no-downloads --keep-build --keep)
+  [[ -n $MIRROR ]] && extra+=(--mirror "$MIRROR")
+  [[ -n $WHEELHOUSE ]] && extra+=(--wheelhouse "$WHEELHOUSE")
+  [[ -n $SCALE_RUNS ]] && extra+=(--runs "$SCALE_RUNS")
+  local gpu os machine
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")
+  machine="GPU runner (${gpu:-no GPU found}), $(nproc) cores, ${os:-Linux}; nothing else ran on it"
+  rm -rf "$WORK/scale"
+  (cd "$REPO" && HERMETIC_CACHE="$WORK/cache" PYTHONUNBUFFERED=1 "$PY" bench/scale_bench.py --variant "$VARIANT" \
+    --toolchain "$TOOLCHAIN" --jobs "$JOBS" --hosts "$SCALE_HOSTS" --slots "${SCALE_SLOTS:-$((JOBS / 2))}" \
+    --machine "$machine" --base "$WORK/scale" --json "$OUT/scale-$VARIANT.json" "${extra[@]}")
+}
+if ((SCALE)); then
+  chmod 755 "$WORK" "$OUT"
+  if step scale-tools scale_tools; then
+    export PATH="$WORK/scale-tools/bin:$PATH"
+    step scale scale_bench
+  else
+    skip scale "scale-tools failed"
+  fi
+  ((FAILED)) && exit 1
+  exit 0
+fi
 
 # build_variant NAME: one LLVM variant from the carried archive.
 build_variant() {

@@ -666,6 +666,31 @@ def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
     assert prep.env["CC"] == str(bin_dir / "cc") and prep.env["ZIG_GLOBAL_CACHE_DIR"] == f"{tmp_path}/work/zig/global"
 
 
+def test_a_shared_global_cache_goes_to_every_wrapper_and_the_local_one_stays(tmp_path: Path) -> None:
+    """zig's global cache (its runtimes) shared by a user's builds; its local one (every compile's output)
+    stays in the work dir, and the build machine's wrappers of a cross build get the same."""
+    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17")
+    build_tc = toolchain.for_build_machine(replace(tc, target="aarch64-linux-gnu.2.17"))
+    shared = tmp_path / "cache" / "zig-global"
+    prep = toolchain.prepare(tc, tmp_path / "zig", tmp_path / "tc", ROOT / "toolchain", tmp_path / "work" / "zig",
+                             build=build_tc, global_cache=shared)
+    assert prep.env["ZIG_GLOBAL_CACHE_DIR"] == str(shared)
+    assert prep.env["ZIG_LOCAL_CACHE_DIR"] == f"{tmp_path}/work/zig/local"
+    wrappers = [tmp_path / "tc" / "bin" / "cc", tmp_path / "tc" / "build-machine" / "bin" / "c++"]
+    for w in wrappers:
+        text = w.read_text()
+        assert f"ZIG_GLOBAL_CACHE_DIR={shared}; export" in text and f"ZIG_LOCAL_CACHE_DIR={tmp_path}/work/zig/local" in text
+
+
+def test_zig_global_cache_is_in_the_source_cache_or_none(tmp_path: Path) -> None:
+    from hermetic import llvm
+
+    assert llvm.zig_global_cache(tmp_path / "cache") == tmp_path / "cache" / "zig-global"
+    assert (tmp_path / "cache" / "zig-global").is_dir()
+    (tmp_path / "file").write_text("")
+    assert llvm.zig_global_cache(tmp_path / "file") is None  # a source cache that cannot hold it: the work dir's
+
+
 def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
     """Run the generated wrapper with `echo` standing in for zig: the arguments zig would get."""
     tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")

@@ -12,6 +12,10 @@
 #                                               wheel record, wheel, bench JSON, llvmlite.tar -> $OUT
 #   device.sh collect extra                     wheel-again.json, host-record.json, cold-*/, tilec-bench/ -> $OUT/extra.tar
 #   device.sh collect parts [FIRST]             install-tree parts FIRST.. (at most 4 a call) -> $OUT
+#   device.sh collect scale                     --scale's report (also a partial one while it runs), log, and
+#                                               scale-logs.tar.xz: each run's build.log, record.json,
+#                                               ninja log and distcc logs, and times.txt (mtimes of the
+#                                               configure's, ninja's and zig's outputs) -> $OUT
 set -uo pipefail
 
 BASE=${HERMETIC_DEVICE_BASE:-/tmp/hr}
@@ -108,6 +112,24 @@ case $cmd in
         # what --again, --compare-host and --tilec-bench wrote, in one tar
         (cd "$RUN_OUT" && shopt -s nullglob && tar -cf "$OUT/extra.tar" wheel-again.json host-record.json cold-* tilec-bench)
         tar -tvf "$OUT/extra.tar"
+        ;;
+      scale)
+        cp "$LOG" "$OUT/runner.log"
+        shopt -s nullglob
+        copy_limited "$RUN_OUT"/scale-*.json "$RUN_OUT/report.json"
+        local_scale=$BASE/work/scale
+        if [[ -d $local_scale ]]; then
+          # where a warm build's time goes: file times of the configure's, ninja's and zig's outputs per run
+          find "$local_scale" \( -name CMakeCache.txt -o -name build.ninja -o -name .ninja_log -o -name record.json \
+            -o -name conan_toolchain.cmake -o -name build.log -o -name 'hermetic-commands.txt' \) -printf '%T@ %s %p\n' \
+            | sort -n >"$local_scale/times.txt"
+          find "$local_scale" -path '*zig-cache*' -type f \( -name '*.a' -o -name '*.so*' -o -name '*.o' \) \
+            -printf '%T@ %s %p\n' | sort -n >"$local_scale/zig-cache-times.txt"
+          (cd "$local_scale" && find . \( -name build.log -o -name record.json -o -name .ninja_log -o -name 'distcc*.log' \
+            -o -name times.txt -o -name zig-cache-times.txt \) -print0 | tar --null -T - -cf - | xz -T0 -6 >"$OUT/scale-logs.tar.xz")
+          tar -tvJf "$OUT/scale-logs.tar.xz" | awk '{print $3, $6}'
+        fi
+        ls -l "$OUT"
         ;;
       parts)
         first=${2:-0}

@@ -8,7 +8,7 @@ PREFIX: the install prefix of `hermetic build llvm --arch arm64 --llvm-version 2
 --root: where the arm64 Debian root with python3.11 is made or reused (tests/debian_root.py). Builds A and B
 run `hermetic wheel --recipe llvmlite --arch arm64 --python ROOT/usr/bin/python3.11` in two fresh work dirs
 (B under umask 077), so their sha256 must agree. Wheel A is installed into a fresh venv of that arm64 Python
-(made and run under qemu-aarch64-static) and `python -m llvmlite.tests -v` runs there. --amd64-tests: an
+(made and run under qemu-aarch64-static, child processes too) and `python -m llvmlite.tests -v` runs there. --amd64-tests: an
 amd64 run's summary (tests/gpu/runner/unittest_summary.py), whose skips the arm64 ones are compared with.
 """
 
@@ -38,14 +38,21 @@ def suite(root: Path, python: Path, wheel: Path, base: Path) -> tuple[dict[str, 
     env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C", "HOME": str(base)}
     venv = base / "llvmlite-venv"
     arm.run([*qemu, str(python), "-m", "venv", "--without-pip", str(venv)], env, base)
+    # The venv's python runs the arm64 interpreter under qemu with argv[0] kept (-0): sys.executable is then
+    # this script, so the venv is found, and the tests that start `sys.executable` in a child process (what
+    # binfmt_misc would do on a machine that registers qemu) run their child the same way.
+    launcher = venv / "bin" / "python"
+    launcher.unlink()
+    launcher.write_text(f'#!/bin/sh\nexec {" ".join(qemu)} -0 "$0" {python} "$@"\n')
+    launcher.chmod(0o755)
     site = next(venv.glob("lib/python3.*/site-packages"))
     arm.install([wheel], site, arm.ARM_PIP)
-    where = arm.run([*qemu, str(venv / "bin" / "python"), "-c",
+    where = arm.run([str(launcher), "-c",
                      "import sys, llvmlite, llvmlite.binding as b; "
                      "print(sys.prefix, llvmlite.__file__, b.get_process_triple(), '.'.join(map(str, b.llvm_version_info)))"],
                     env, Path("/")).stdout.split()
     started = time.monotonic()
-    proc = subprocess.run([*qemu, str(venv / "bin" / "python"), "-m", "llvmlite.tests", "-v"], cwd="/", env=env,
+    proc = subprocess.run([str(launcher), "-m", "llvmlite.tests", "-v"], cwd="/", env=env,
                           capture_output=True, text=True)
     took = round(time.monotonic() - started, 1)
     log = proc.stdout + proc.stderr

@@ -126,14 +126,16 @@ class WheelRecipe:
         missing = [t for t in self.needs_targets if t not in targets]
         if missing:
             return f"{self.name} needs the target{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which {variant} leaves out"
-        host = self.host_target(arch)
-        if host and host not in targets:
+        host = self.missing_host_target(arch, targets)
+        if host:
             return f"{self.name} on {arch} needs the target {host} (its JIT compiles for the machine it runs on), which {variant} leaves out"
         return ""
 
-    def host_target(self, arch: str) -> str:
-        """The LLVM target the wheel needs for `arch`: its machine's, where the recipe says so; else ''."""
-        return toolchain.PLATFORMS[arch].llvm_target if self.needs_host_target and arch in toolchain.PLATFORMS else ""
+    def missing_host_target(self, arch: str, targets: tuple[str, ...]) -> str:
+        """The LLVM target a wheel for `arch` needs (its machine's, where the recipe says so) when `targets` lack
+        it; else ''. Empty `targets` (a tree that does not say) are not held against it."""
+        host = toolchain.PLATFORMS[arch].llvm_target if self.needs_host_target and arch in toolchain.PLATFORMS else ""
+        return host if host and targets and host not in targets else ""
 
 
 _RECIPE_KEYS = {"project", "sdist", "source_date_epoch", "requirements", "llvm_recipe", "llvm_versions", "variants",
@@ -763,10 +765,11 @@ def plan(
     found = find_llvm_build(llvm.prefix, settings.work_dir)
     tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
     _same_arch(settings, llvm.prefix, tc, found is not None)
-    host = wr.host_target(toolchain.target_arch(tc))
-    if host and llvm.targets and host not in llvm.targets:
+    arch = toolchain.target_arch(tc)
+    host = wr.missing_host_target(arch, llvm.targets)
+    if host:
         raise UsageError(
-            f"the LLVM at {llvm.prefix} has no {host} target, which the {wr.name} wheel for {toolchain.target_arch(tc)} needs",
+            f"the LLVM at {llvm.prefix} has no {host} target, which the {wr.name} wheel for {arch} needs",
             f"{wr.name} compiles for the machine it runs on; that LLVM was built for {', '.join(llvm.targets)}",
             f"build a variant holding {host} (`hermetic variants` lists them; {', '.join(wr.variants) or 'any'} for {wr.name}) "
             "and pass its tree with --llvm",

@@ -1,4 +1,4 @@
-"""PTX -> cubin with ptxas and with nvJitLink, on the same PTX: SASS, registers, spills, local memory.
+"""PTX -> cubin with ptxas, nvJitLink and nvPTXCompiler, on the same PTX: SASS, registers, spills, local memory.
 
     python bench/tilec_assembler.py [--out DIR] [--reps 7] [--target sm_90]
 
@@ -8,9 +8,15 @@ row sums) and the `sinf` case (libdevice's __nv_sinf alone, whose slow path uses
 the kernel is lowered to PTX once, and that PTX is assembled by:
 
 - ptxas, as tilec runs it (`-arch=sm_XX -O3 -v`);
+- the same ptxas with `-c` (relocatable device code: how nvJitLink compiles PTX before it links);
 - nvJitLink, as tilec runs it (`-arch=sm_XX -O3 -Xptxas=-v`), and with variants of its options,
   to find which one makes a difference;
-- Triton's bundled ptxas where Triton is installed (another ptxas version, same flags).
+- Triton's bundled ptxas where Triton is installed (another ptxas version, same flags);
+- NVIDIA's static PTX compiler library (nvPTXCompiler: ptxas as a library, whole program), through
+  bench/nvptxcompiler_probe.c, built here where the library is found: TILEC_BENCH_NVPTXCOMPILER (a
+  directory with include/nvPTXCompiler.h and lib/ or lib64/libnvptxcompiler_static.a), the CUDA
+  toolkit, or the nvidia-nvptxcompiler wheel. Timed inside the probe's process, as nvJitLink is
+  inside this one. tilec does not link it (see bench-assembler.md).
 
 The cubins are compared with `cuobjdump -sass` (instructions only: addresses, encodings and
 comments dropped), per-opcode counts with local loads/stores (LDL/STL) called out, and
@@ -24,8 +30,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.metadata
+import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,6 +160,78 @@ def nvjitlink_with(ptx: str, arch: str, variant: list[str]) -> tuple[bytes, str]
     return nvjitlink.assemble(ptx, arch, opts=opts)
 
 
+PROBE_SOURCE = Path(__file__).resolve().parent / "nvptxcompiler_probe.c"
+RELOCATABLE = "-c (relocatable, as nvJitLink compiles PTX)"
+
+
+def nvptxcompiler_roots(settings: Any, ptxas_path: Path | None) -> list[tuple[Path, str]]:
+    """(directory, where it came from) of each place that may hold the static PTX compiler."""
+    roots: list[tuple[Path, str]] = []
+    if os.environ.get("TILEC_BENCH_NVPTXCOMPILER"):
+        roots.append((Path(os.environ["TILEC_BENCH_NVPTXCOMPILER"]), "TILEC_BENCH_NVPTXCOMPILER"))
+    for home in (settings.cuda_home, ptxas_path.parent.parent if ptxas_path else None, Path("/usr/local/cuda")):
+        if home is not None:
+            roots.append((Path(home), "the CUDA toolkit"))
+    spec = importlib.util.find_spec("nvidia")
+    for base in spec.submodule_search_locations or () if spec else ():
+        for sub in ("cu13", "cu12"):
+            roots.append((Path(base) / sub, "the nvidia-nvptxcompiler wheel"))
+    return roots
+
+
+def build_probe(settings: Any, ptxas_path: Path | None, work: Path) -> tuple[Path | None, str]:
+    """(the probe program, where its library came from) or (None, why there is none)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler (cc) to build bench/nvptxcompiler_probe.c"
+    for root, origin in nvptxcompiler_roots(settings, ptxas_path):
+        header = root / "include" / "nvPTXCompiler.h"
+        libs = [root / d / "libnvptxcompiler_static.a" for d in ("lib64", "lib")]
+        lib_a = next((p for p in libs if p.is_file()), None)
+        if not header.is_file() or lib_a is None:
+            continue
+        exe = work / "nvptxcompiler_probe"
+        cmd = [cc, "-O2", "-o", str(exe), str(PROBE_SOURCE), f"-I{header.parent}", str(lib_a), "-lpthread", "-lm", "-ldl", "-lrt"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0:
+            return None, f"building the probe against {lib_a} failed: {proc.stderr[-800:]}"
+        return exe, f"{lib_a} ({origin})"
+    return None, "no libnvptxcompiler_static.a found (set TILEC_BENCH_NVPTXCOMPILER, or install nvidia-nvptxcompiler)"
+
+
+def probe_compile(exe: Path, ptx: str, arch: str, reps: int) -> tuple[bytes, str, str, list[float]]:
+    """(cubin, info log, version, in-process times in s) from the probe."""
+    with tempfile.TemporaryDirectory(prefix="tilec-probe-") as tmp:
+        src, out = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
+        src.write_text(ptx)
+        cmd = [str(exe), str(src), str(out), str(reps), f"-arch={arch}", "-O3", "-v"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvPTXCompiler failed ({proc.returncode}): {proc.stderr[-1500:]}")
+        fields = proc.stdout.split()
+        return out.read_bytes(), proc.stderr, fields[1], [float(t) / 1e3 for t in fields[3:]]
+
+
+def nvjitlink_library() -> dict[str, Any]:
+    """Which libnvJitLink this process loaded (the file, and the wheel it came from if any)."""
+    out: dict[str, Any] = {}
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libnvJitLink" in line}
+    except OSError:
+        paths = set()
+    if paths:
+        path = sorted(paths)[0]
+        out["path"] = path
+        out["file"] = os.path.basename(os.path.realpath(path))
+    for dist in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
 def median_time(fn: Callable[[int], Any], reps: int) -> dict[str, Any]:
     samples = []
     for r in range(reps):
@@ -160,7 +241,15 @@ def median_time(fn: Callable[[int], Any], reps: int) -> dict[str, Any]:
     return lib.stats(samples)
 
 
-def compare(kernel: str, build: Callable[[], Any], arch: str, reps: int, settings: Any, cuobjdump: str | None) -> dict[str, Any]:
+def compare(
+    kernel: str,
+    build: Callable[[], Any],
+    arch: str,
+    reps: int,
+    settings: Any,
+    cuobjdump: str | None,
+    probe: Path | None = None,
+) -> dict[str, Any]:
     import tilec
     from tilec.backends.cuda import CudaBackend, nvjitlink, ptxas
 
@@ -170,8 +259,17 @@ def compare(kernel: str, build: Callable[[], Any], arch: str, reps: int, setting
     out: dict[str, Any] = {"entry": name, "ptx_lines": ptx.count("\n"), "assemblers": {}}
     found = CudaBackend.ptxas(settings)
     candidates: dict[str, Callable[[str], tuple[bytes, str]]] = {}
+    relocatable = None
     if found is not None:
         candidates[f"ptxas {found.version} (tilec's default)"] = lambda p: ptxas.assemble(found.path, p, arch, (), 3)
+        relocatable = f"ptxas {found.version} {RELOCATABLE}"
+        candidates[relocatable] = lambda p: ptxas.assemble(found.path, p, arch, ("-c",), 3)
+    own_times: dict[str, Callable[[str], list[float]]] = {}
+    if probe is not None:
+        version = probe_compile(probe, ptx, arch, 0)[2]
+        label = f"nvPTXCompiler {version} (static library, in process)"
+        candidates[label] = lambda p: probe_compile(probe, p, arch, 0)[:2]
+        own_times[label] = lambda p: probe_compile(probe, p, arch, reps)[3]
     triton = lib.triton_ptxas()
     if triton and Path(triton).is_file():
         candidates[f"ptxas {lib.ptxas_version(triton)} (Triton's)"] = lambda p: ptxas.assemble(Path(triton), p, arch, (), 3)
@@ -182,22 +280,30 @@ def compare(kernel: str, build: Callable[[], Any], arch: str, reps: int, setting
     except tilec.ToolNotFoundError as exc:
         out["nvjitlink_error"] = str(exc)
     reference: list[str] | None = None
+    relocatable_sass: list[str] | None = None
     for label, assemble in candidates.items():
         try:
             cubin, log = assemble(ptx)
             info = describe(cuobjdump, cubin, log, name)
-            # A comment makes each PTX unique, so that nothing inside the assembler can reuse work.
-            info["time_s"] = median_time(lambda r, a=assemble: a(ptx + f"\n// rep {r}\n"), reps)
+            if label in own_times:
+                info["time_s"] = lib.stats(own_times[label](ptx))
+            else:
+                # A comment makes each PTX unique, so that nothing inside the assembler can reuse work.
+                info["time_s"] = median_time(lambda r, a=assemble: a(ptx + f"\n// rep {r}\n"), reps)
         except Exception as exc:
             out["assemblers"][label] = {"error": repr(exc)[-2000:]}
             continue
         instrs = info.pop("_sass")
+        if label == relocatable:
+            relocatable_sass = instrs
+        elif relocatable_sass is not None and cuobjdump is not None:
+            info["sass_equal_to_relocatable"] = instrs == relocatable_sass
         if reference is None:
             reference = instrs
             info["sass_equal_to_first"] = True
         else:
             info["sass_equal_to_first"] = instrs == reference
-            if instrs != reference:
+            if instrs != reference and label != relocatable:
                 diff = list(difflib.unified_diff(reference, instrs, "first", label, lineterm="", n=1))
                 info["sass_diff_head"] = diff[:80]
         out["assemblers"][label] = info
@@ -231,34 +337,71 @@ def run_on_gpu(arch: str, settings: Any) -> dict[str, Any]:
     return out
 
 
+def summary(res: dict[str, Any]) -> list[str]:
+    """One row per kernel: which assemblers give the default's SASS, and which give `ptxas -c`'s."""
+    kernels = res.get("kernels", {})
+    labels: list[str] = []
+    for r in kernels.values():
+        labels += [lb for lb in r.get("assemblers", {}) if lb not in labels and RELOCATABLE not in lb]
+    labels = labels[1:]  # the first is the reference
+    if not kernels or not labels:
+        return []
+    lines = [
+        "## Summary: SASS against tilec's default (ptxas, whole program) and against `ptxas -c`",
+        "",
+        "Each cell: same SASS as the default / as `ptxas -c`, then the median ms.",
+        "",
+        "| kernel | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+    ]
+    for kernel, r in kernels.items():
+        cells = []
+        for lb in labels:
+            a = r.get("assemblers", {}).get(lb)
+            if a is None or "error" in a:
+                cells.append("-" if a is None else "error")
+                continue
+            rel = a.get("sass_equal_to_relocatable")
+            cells.append(
+                f"{'yes' if a['sass_equal_to_first'] else 'no'} / {'-' if rel is None else 'yes' if rel else 'no'}"
+                f", {a['time_s'].get('median', 0) * 1e3:.2f} ms"
+            )
+        lines.append(f"| `{kernel}` | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = [
-        "# PTX -> cubin: ptxas against nvJitLink",
+        "# PTX -> cubin: ptxas against nvJitLink and nvPTXCompiler",
         "",
         "Produced by `bench/tilec_assembler.py`. Raw numbers: [bench-assembler.json](bench-assembler.json).",
         "",
         *[f"- {k}: {str(v).strip()}" for k, v in res["machine"].items() if not isinstance(v, dict)],
+        *[f"- nvJitLink library, {k}: {v}" for k, v in res["machine"].get("nvjitlink_library", {}).items()],
         "",
+        *summary(res),
     ]
     for kernel, r in res.get("kernels", {}).items():
         lines += [f"## `{kernel}` (entry `{r.get('entry')}`, {r.get('ptx_lines')} PTX lines)", ""]
         if r.get("nvjitlink_error"):
             lines += [f"nvJitLink unavailable: {r['nvjitlink_error'].strip()}", ""]
         lines += [
-            "| assembler | SASS = first row | instructions | REG | STACK | LOCAL | spill st/ld (own report) | LDL/STL | ms |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| assembler | SASS = first row | SASS = `ptxas -c` | instructions | REG | STACK | LOCAL | spill st/ld (own report) | LDL/STL | ms |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for label, a in r.get("assemblers", {}).items():
             if "error" in a:
-                lines.append(f"| {label} | error: {a['error'][:200]} | | | | | | | |")
+                lines.append(f"| {label} | error: {a['error'][:200]} | | | | | | | | |")
                 continue
+            rel = a.get("sass_equal_to_relocatable")
+            rel_text = "-" if rel is None else ("yes" if rel else "no")
             ru = a["res_usage"]
             rep = a.get("assembler_report") or {}
             spills = f"{rep.get('spill_stores', '-')}/{rep.get('spill_loads', '-')}" if rep else "-"
             lds = ", ".join(f"{k} x{v}" for k, v in a["local_loads_stores"].items()) or "none"
             ms = a["time_s"].get("median", 0) * 1e3
             lines.append(
-                f"| {label} | {'yes' if a['sass_equal_to_first'] else '**no**'} | {a['sass_instructions']} | "
+                f"| {label} | {'yes' if a['sass_equal_to_first'] else '**no**'} | {rel_text} | {a['sass_instructions']} | "
                 f"{ru.get('REG', '-')} | {ru.get('STACK', '-')} | {ru.get('LOCAL', '-')} | {spills} | {lds} | {ms:.2f} |"
             )
         lines.append("")
@@ -295,13 +438,23 @@ def main() -> int:
         machine["machine_error"] = repr(exc)
     try:
         machine["nvjitlink"] = nvjitlink.version()
+        machine["nvjitlink_library"] = nvjitlink_library()
     except tilec.ToolNotFoundError as exc:
         machine["nvjitlink"] = f"unavailable: {exc}"
+    from tilec.backends.cuda import CudaBackend
+
+    found = CudaBackend.ptxas(settings)
+    work = Path(tempfile.mkdtemp(prefix="tilec-assembler-"))
+    probe, origin = build_probe(settings, found.path if found else None, work)
+    machine["nvptxcompiler"] = origin
     res: dict[str, Any] = {"bench": "assembler", "machine": machine, "errors": {}, "kernels": {}}
     errors: dict[str, str] = res["errors"]
     for kernel, build in modules().items():
         with lib.section(f"assemble {kernel}", errors):
-            res["kernels"][kernel] = compare(kernel, build, arch, a.reps, settings, str(cuobjdump) if cuobjdump else None)
+            res["kernels"][kernel] = compare(
+                kernel, build, arch, a.reps, settings, str(cuobjdump) if cuobjdump else None, probe
+            )
+    shutil.rmtree(work, ignore_errors=True)
     with lib.section("launch both cubins on the GPU", errors):
         res["gpu"] = run_on_gpu(arch, settings)
     out = lib.out_dir(a.out)

@@ -201,7 +201,10 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
                 try:
                     t0 = time.perf_counter()
                     tilec.compile(
-                        tilec_module(name), target=target, settings=tilec_settings(None), assembler="nvjitlink"
+                        unique_ir(tilec_module(name), r),
+                        target=target,
+                        settings=tilec_settings(None),
+                        assembler="nvjitlink",
                     )
                     nvj.append(time.perf_counter() - t0)
                 except Exception as exc:
@@ -222,6 +225,15 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
             "ptxas_version": k.metadata.ptxas_version,
         }
     return out
+
+
+def unique_ir(module: Any, rep: int) -> str:
+    """The module's IR text with a module-level asm comment, which LLVM copies into the PTX: each
+    rep's PTX differs, so that no cache inside nvJitLink can answer (a runner's nvJitLink took
+    less time for a whole compile of the same PTX again than for its own stage on fresh PTX)."""
+    from tilec import compiler as tc
+
+    return tc._as_ir(module) + f'\nmodule asm "// rep {rep}"\n'
 
 
 def tilec_stages(name: str, target: str, reps: int) -> dict[str, Any]:
@@ -800,6 +812,13 @@ def ratios(res: dict[str, Any]) -> list[list[Any]]:
             a = cold_t[tk]["cold_s"]["median"]
             b = cold_tr[trk]["cold_s"]["median"]
             rows.append([f"cold IR->cubin {tk} (ms)", a * 1e3, b * 1e3, a / b, "<= 0.333", lib.verdict(a / b, 1 / 3)])
+            stage = cold_t[tk].get("stages_s", {}).get("cubin")
+            if stage:
+                # The default's floor: its PTX -> cubin stage alone (a ptxas process), against the
+                # whole budget. Above 1/3, no change to the rest of tilec can meet the goal.
+                rows.append(
+                    [f"floor: the ptxas stage alone, {tk} (ms)", stage * 1e3, b * 1e3, stage / b, "(context)", "-"]
+                )
         if tk in cold_t and trk in cold_tr and cold_t[tk].get("cold_cubin_via_nvjitlink_s", {}).get("median"):
             a = cold_t[tk]["cold_cubin_via_nvjitlink_s"]["median"]
             b = cold_tr[trk]["cold_s"]["median"]

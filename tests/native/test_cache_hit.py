@@ -213,7 +213,13 @@ def test_unknown_assembler_and_missing_nvjitlink(
 def test_nvjitlink_options_mirror_ptxas(tilec: ModuleType) -> None:
     from tilec.backends.cuda import nvjitlink
 
-    assert nvjitlink.options("sm_90a", ("-lineinfo",), 3) == ["-arch=sm_90a", "-O3", "-Xptxas=-v", "-Xptxas=-lineinfo"]
+    assert nvjitlink.options("sm_90a", ("-lineinfo",), 3) == [
+        "-arch=sm_90a",
+        "-O3",
+        "-Xptxas=-v",
+        "-no-cache",
+        "-Xptxas=-lineinfo",
+    ]
 
 
 def test_tool_watch_names_what_was_found(tilec: ModuleType, settings: Any, own_ptxas: Any) -> None:

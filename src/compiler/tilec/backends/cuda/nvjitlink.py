@@ -1,8 +1,10 @@
 """PTX -> cubin inside the process with nvJitLink (cuda-bindings' `cuda.bindings.nvjitlink`).
 
 The `assembler="nvjitlink"` option of the cuda backend. It saves the ptxas process (most
-of a cold compile of a small kernel), but its SASS is not yet shown to equal ptxas's
-(bench/tilec_assembler.py compares them on a GPU machine), so ptxas stays the default.
+of a cold compile of a small kernel), but its SASS is not ptxas's: nvJitLink compiles PTX as
+relocatable device code and then links, and its code is that of `ptxas -c`, not of ptxas's
+whole-program default (bench/tilec_assembler.py shows it on every bench kernel; no nvJitLink
+option changes it). So ptxas stays the default.
 cuda-bindings is imported on first use only: importing it costs tens of milliseconds.
 """
 
@@ -47,6 +49,11 @@ def options(arch: str, ptxas_options: tuple[str, ...], opt_level: int) -> list[s
         f"-arch={arch}",
         f"-O{opt_level}",
         "-Xptxas=-v",  # resource usage in the info log, as ptxas -v prints it
+        # Where a CUDA driver is installed, nvJitLink otherwise also keeps its results in the
+        # driver's JIT cache (~/.nv/ComputeCache): on an H100 runner that cost ~180 ms on the
+        # first compile in each process (bench/nvjitlink_cache.py), and tilec caches the cubin
+        # itself. The option does not change the code.
+        "-no-cache",
         *(f"-Xptxas={o}" for o in ptxas_options),
     ]
 

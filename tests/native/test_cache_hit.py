@@ -200,6 +200,11 @@ def test_unknown_assembler_and_missing_nvjitlink(
     from tilec.backends.cuda import nvjitlink
 
     monkeypatch.setitem(sys.modules, "cuda.bindings.nvjitlink", None)  # as if not installed
+    # ... also where an earlier test imported it: `from cuda.bindings import nvjitlink` takes the
+    # package's attribute before it looks in sys.modules.
+    bindings = sys.modules.get("cuda.bindings")
+    if bindings is not None:
+        monkeypatch.delattr(bindings, "nvjitlink", raising=False)
     nvjitlink.module.cache_clear()
     nvjitlink.version.cache_clear()
     try:

@@ -289,8 +289,13 @@ def test_hosts_that_die_mid_build_are_compiled_around_and_the_record_says_so(spr
     d = rec["distributed"]
     assert sorted(killed) == sorted(x.addr for x in daemons), f"not every daemon was killed: {killed}"
     first = d["hosts"][2]
-    # the first one went away while others lived: what it had (or was sent after) went to another host
-    assert first["refused"] + first["failed"] >= 1 and d["rerouted"] >= 1 and "on another host" in d["note"]
+    # the first one went away while others lived: what it had (or was sent after) came back from it
+    assert first["refused"] + first["failed"] >= 1
+    # ... and went to another host, or ran here when every other slot was taken: distcc chooses by free
+    # slots, so which one is the scheduler's (a CI run had all of them run here). The record says which:
+    # a rerouted compile is one a host failed, and the note names it exactly when there is one.
+    assert d["rerouted"] <= sum(h["failed"] for h in d["hosts"])
+    assert (d["rerouted"] >= 1) == ("on another host" in d["note"]), d["note"]
     # then none was left: the rest compiled here
     assert d["fallbacks"] >= 1 and "fell back to this machine" in d["note"]
     # 179 compiles go through distcc (178 of LLVM's and the test_package's main.cpp): CMake's configure compiles,

@@ -17,12 +17,15 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tilec_benchlib as lib
 
 CHILD = "--child"
 KINDS = ("same", "comment", "renamed")
@@ -44,6 +47,7 @@ def variant(ptx: str, kind: str, rep: int) -> str:
 
 
 def child(ptx_file: str, kind: str, arch: str, reps: int, extra: list[str]) -> dict[str, Any]:
+    # cuda-bindings' API directly, not tilec's nvjitlink.assemble: the probe runs where no tilec is installed
     from cuda.bindings import nvjitlink as nj
 
     ptx = Path(ptx_file).read_text()
@@ -59,11 +63,8 @@ def child(ptx_file: str, kind: str, arch: str, reps: int, extra: list[str]) -> d
         nj.destroy(h)
         times.append(time.perf_counter() - t0)
         assert size > 0
-    lib = ""
-    with open("/proc/self/maps") as f:
-        lib = next((ln.split()[-1] for ln in f if "libnvJitLink" in ln), "")
     # the first compile loads and initialises the library: reported apart
-    return {"first_ms": times[0] * 1e3, "ms": [t * 1e3 for t in times[1:]], "library": lib}
+    return {"first_ms": times[0] * 1e3, "ms": [t * 1e3 for t in times[1:]], "library": lib.loaded_nvjitlink()}
 
 
 def nv_files() -> list[str]:
@@ -95,7 +96,7 @@ def main() -> int:
                     res["runs"][f"{ptx_file.stem} | {label} | {kind}"] = {"error": proc.stderr[-1500:]}
                     continue
                 r = json.loads(lines[-1][len("RESULT ") :])
-                r["median_ms"] = statistics.median(r["ms"])
+                r["median_ms"] = lib.stats(r["ms"])["median"]
                 res["runs"][f"{ptx_file.stem} | {label} | {kind}"] = r
                 print(f"{ptx_file.stem:10s} {label:22s} {kind:8s} first {r['first_ms']:7.2f} ms, then median {r['median_ms']:7.2f} ms")
     res["nv_after"] = nv_files()

@@ -2,6 +2,7 @@
  * bench/tilec_assembler.py: the in-process compiler that is ptxas as a library.
  *
  *   nvptxcompiler_probe IN.ptx OUT.cubin REPS [compiler options...]
+ *   nvptxcompiler_probe --version
  *
  * Compiles IN.ptx once (kept: OUT.cubin, the info log on stderr), then REPS more
  * times in this process, each timed from create to the compiled image. Prints one
@@ -13,6 +14,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "nvPTXCompiler.h"
@@ -73,6 +75,12 @@ static char *compile(const char *ptx, size_t len, int nopts, const char **opts, 
 }
 
 int main(int argc, char **argv) {
+  unsigned major = 0, minor = 0;
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    nvPTXCompilerGetVersion(&major, &minor);
+    printf("version %u.%u\n", major, minor);
+    return 0;
+  }
   if (argc < 4) {
     fprintf(stderr, "usage: %s IN.ptx OUT.cubin REPS [options...]\n", argv[0]);
     return 2;
@@ -95,7 +103,6 @@ int main(int argc, char **argv) {
   }
   fclose(out);
   free(image);
-  unsigned major = 0, minor = 0;
   nvPTXCompilerGetVersion(&major, &minor);
   printf("version %u.%u times_ms", major, minor);
   for (int i = 0; i < reps; i++) {

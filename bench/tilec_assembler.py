@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -180,7 +179,7 @@ def nvptxcompiler_roots(settings: Any, ptxas_path: Path | None) -> list[tuple[Pa
 
 
 def build_probe(settings: Any, ptxas_path: Path | None, work: Path) -> tuple[Path | None, str]:
-    """(the probe program, where its library came from) or (None, why there is none)."""
+    """(the probe program, where its library came from and its version) or (None, why there is none)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None, "no C compiler (cc) to build bench/nvptxcompiler_probe.c"
@@ -195,12 +194,13 @@ def build_probe(settings: Any, ptxas_path: Path | None, work: Path) -> tuple[Pat
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
         if proc.returncode != 0:
             return None, f"building the probe against {lib_a} failed: {proc.stderr[-800:]}"
-        return exe, f"{lib_a} ({origin})"
+        version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
+        return exe, f"{lib_a} ({origin}), version {version}"
     return None, "no libnvptxcompiler_static.a found (set TILEC_BENCH_NVPTXCOMPILER, or install nvidia-nvptxcompiler)"
 
 
-def probe_compile(exe: Path, ptx: str, arch: str, reps: int) -> tuple[bytes, str, str, list[float]]:
-    """(cubin, info log, version, in-process times in s) from the probe."""
+def probe_compile(exe: Path, ptx: str, arch: str, reps: int) -> tuple[bytes, str, list[float]]:
+    """(cubin, info log, in-process times in s) from the probe."""
     with tempfile.TemporaryDirectory(prefix="tilec-probe-") as tmp:
         src, out = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
         src.write_text(ptx)
@@ -209,27 +209,7 @@ def probe_compile(exe: Path, ptx: str, arch: str, reps: int) -> tuple[bytes, str
         if proc.returncode != 0:
             raise RuntimeError(f"nvPTXCompiler failed ({proc.returncode}): {proc.stderr[-1500:]}")
         fields = proc.stdout.split()
-        return out.read_bytes(), proc.stderr, fields[1], [float(t) / 1e3 for t in fields[3:]]
-
-
-def nvjitlink_library() -> dict[str, Any]:
-    """Which libnvJitLink this process loaded (the file, and the wheel it came from if any)."""
-    out: dict[str, Any] = {}
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "libnvJitLink" in line}
-    except OSError:
-        paths = set()
-    if paths:
-        path = sorted(paths)[0]
-        out["path"] = path
-        out["file"] = os.path.basename(os.path.realpath(path))
-    for dist in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+        return out.read_bytes(), proc.stderr, [float(t) / 1e3 for t in fields[3:]]
 
 
 def median_time(fn: Callable[[int], Any], reps: int) -> dict[str, Any]:
@@ -248,7 +228,7 @@ def compare(
     reps: int,
     settings: Any,
     cuobjdump: str | None,
-    probe: Path | None = None,
+    probe: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     import tilec
     from tilec.backends.cuda import CudaBackend, nvjitlink, ptxas
@@ -266,10 +246,10 @@ def compare(
         candidates[relocatable] = lambda p: ptxas.assemble(found.path, p, arch, ("-c",), 3)
     own_times: dict[str, Callable[[str], list[float]]] = {}
     if probe is not None:
-        version = probe_compile(probe, ptx, arch, 0)[2]
+        exe, version = probe
         label = f"nvPTXCompiler {version} (static library, in process)"
-        candidates[label] = lambda p: probe_compile(probe, p, arch, 0)[:2]
-        own_times[label] = lambda p: probe_compile(probe, p, arch, reps)[3]
+        candidates[label] = lambda p: probe_compile(exe, p, arch, 0)[:2]
+        own_times[label] = lambda p: probe_compile(exe, p, arch, reps)[2]
     triton = lib.triton_ptxas()
     if triton and Path(triton).is_file():
         candidates[f"ptxas {lib.ptxas_version(triton)} (Triton's)"] = lambda p: ptxas.assemble(Path(triton), p, arch, (), 3)
@@ -438,15 +418,16 @@ def main() -> int:
         machine["machine_error"] = repr(exc)
     try:
         machine["nvjitlink"] = nvjitlink.version()
-        machine["nvjitlink_library"] = nvjitlink_library()
+        machine["nvjitlink_library"] = lib.loaded_nvjitlink()
     except tilec.ToolNotFoundError as exc:
         machine["nvjitlink"] = f"unavailable: {exc}"
     from tilec.backends.cuda import CudaBackend
 
     found = CudaBackend.ptxas(settings)
     work = Path(tempfile.mkdtemp(prefix="tilec-assembler-"))
-    probe, origin = build_probe(settings, found.path if found else None, work)
+    exe, origin = build_probe(settings, found.path if found else None, work)
     machine["nvptxcompiler"] = origin
+    probe = (exe, origin.rsplit("version ", 1)[1]) if exe is not None else None
     res: dict[str, Any] = {"bench": "assembler", "machine": machine, "errors": {}, "kernels": {}}
     errors: dict[str, str] = res["errors"]
     for kernel, build in modules().items():

@@ -133,6 +133,26 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def loaded_nvjitlink() -> dict[str, Any]:
+    """Which libnvJitLink this process loaded (the file, and the wheel it came from if any)."""
+    out: dict[str, Any] = {}
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libnvJitLink" in line}
+    except OSError:
+        paths = set()
+    if paths:
+        path = sorted(paths)[0]
+        out["path"] = path
+        out["file"] = os.path.basename(os.path.realpath(path))
+    for dist in ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
 def sm_target() -> str:
     """tilec's target for device 0 (sm_90 on Hopper)."""
     import torch

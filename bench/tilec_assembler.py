@@ -53,7 +53,6 @@ NVJITLINK_VARIANTS: dict[str, list[str]] = {
     "no -O": ["drop:-O3"],
     "-Xptxas=-O3": ["-Xptxas=-O3"],
     "-ftz=1": ["-ftz=1"],
-    "-lto": ["-lto"],
 }
 
 

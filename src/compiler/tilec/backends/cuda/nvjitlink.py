@@ -3,8 +3,8 @@
 The `assembler="nvjitlink"` option of the cuda backend. It saves the ptxas process (most
 of a cold compile of a small kernel), but its SASS is not ptxas's: nvJitLink compiles PTX as
 relocatable device code and then links, and its code is that of `ptxas -c`, not of ptxas's
-whole-program default (bench/tilec_assembler.py shows it on every bench kernel; no nvJitLink
-option changes it). So ptxas stays the default.
+whole-program default (bench/tilec_assembler.py shows it on every bench kernel; none of its
+option variants there changes it). So ptxas stays the default.
 cuda-bindings is imported on first use only: importing it costs tens of milliseconds.
 """
 

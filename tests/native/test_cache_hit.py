@@ -37,6 +37,18 @@ def counting_open(file, *a, **kw):
             opened.append(os.fsdecode(file))
     return real_open(file, *a, **kw)
 builtins.open = io.open = counting_open
+from tilec import cache as tilec_cache
+class CountingReader:  # the C reader opens the shortcut with open(2): counted here
+    def __init__(self, real):
+        self.real = real
+    def read_shortcut(self, path):
+        opened.append(os.fsdecode(path))
+        return self.real.read_shortcut(path)
+    def blake2b_hex(self, data):
+        return self.real.blake2b_hex(data)
+native_reader = tilec_cache._hit is not None
+if native_reader:
+    tilec_cache._hit = CountingReader(tilec_cache._hit)
 
 module = kernels.vector_add(tilec.ir)
 spawned = []
@@ -58,6 +70,7 @@ if os.environ.get("SHORTCUT") == "1":
     compiler._as_ir = refuse("printing the IR")
     json.dumps = refuse("json.dumps")
 k = tilec.compile(module, target="sm_90", source_key="vadd-v1")
+assert native_reader, "tilec._hit was not built"
 print("RESULT", k.cache_status, k.key, "tilec._core" in sys.modules, len(spawned), len(opened))
 """
 
@@ -245,7 +258,22 @@ def _shortcut_file(settings: Any) -> Path:
     return path
 
 
-@pytest.mark.parametrize("where", ["entry copy", "header"])
+def _flip(raw: bytes, at: int) -> bytes:
+    damaged = bytearray(raw)
+    damaged[at] ^= 1
+    return bytes(damaged)
+
+
+def _in_cubin_copy(raw: bytes) -> int:
+    """An offset inside the copy of the cubin (the entry's first part) in a shortcut's bytes."""
+    from tilec import cache
+
+    record = cache.decode_shortcut(raw)
+    assert record is not None
+    return len(raw) - len(record.entry) + record.hot - 10
+
+
+@pytest.mark.parametrize("where", ["cubin copy", "header"])
 def test_a_damaged_shortcut_is_removed_and_the_entry_answers(
     tilec: ModuleType, kernels: ModuleType, settings: Any, where: str
 ) -> None:
@@ -256,33 +284,80 @@ def test_a_damaged_shortcut_is_removed_and_the_entry_answers(
     raw = path.read_bytes()
     record = cache.decode_shortcut(raw)
     assert record is not None and record.key == first.key and cache.decode(first.key, record.entry)
-    damaged = bytearray(raw)
-    if where == "entry copy":
-        damaged[-10] ^= 1  # one bit of the cubin's copy
+    if where == "cubin copy":
+        damaged = _flip(raw, _in_cubin_copy(raw))
     else:  # another key that is still 64 hex digits: only the digest tells
         at = raw.index(first.key.encode())
+        damaged = bytearray(raw)
         damaged[at] = ord("0") if raw[at] != ord("0") else ord("1")
-    path.write_bytes(bytes(damaged))
+        damaged = bytes(damaged)
+    path.write_bytes(damaged)
+    assert cache.decode_shortcut(damaged) is None
     again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     # The entry's own file was intact: a hit, keyed by the IR, and the shortcut written anew.
     assert (again.cache_status, again.key) == ("hit", first.key)
     assert again.asm["cubin"] == first.asm["cubin"]
-    assert path.read_bytes() != bytes(damaged) and cache.decode_shortcut(path.read_bytes()) is not None
+    assert path.read_bytes() != damaged and cache.decode_shortcut(path.read_bytes()) is not None
+
+
+def test_the_other_stages_are_checked_when_asked_for(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    """A hit through a shortcut checks the cubin (what a launch needs); a damaged byte in the
+    copy of an earlier stage is found when that stage is first asked for, and the entry's own
+    file answers instead."""
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    path = _shortcut_file(settings)
+    damaged = _flip(path.read_bytes(), -10)  # the last part: the PTX's copy
+    record = cache.decode_shortcut(damaged)
+    assert record is not None and not cache.rest_checked(record)
+    path.write_bytes(damaged)
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert (again.cache_status, again.key) == ("hit", first.key)
+    assert again.asm["cubin"] == first.asm["cubin"] and path.exists()  # nothing else read yet
+    assert again.asm["ptx"] == first.asm["ptx"] and again.asm == first.asm
+    assert list(again.asm) == list(first.asm) == ["llir", "llir_opt", "ptx", "cubin"]
+    assert not path.exists()  # the damaged shortcut is gone; the next hit writes it anew
+    tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    record = cache.decode_shortcut(path.read_bytes())
+    assert record is not None and cache.rest_checked(record)
 
 
 def test_a_damaged_shortcut_and_entry_are_rebuilt(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
+    from tilec import cache
+
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     shortcut = _shortcut_file(settings)
     entry = tilec.compiler.Cache(settings.cache_dir).path(first.key)
-    for path in (shortcut, entry):
-        raw = bytearray(path.read_bytes())
-        raw[-10] ^= 1
-        path.write_bytes(bytes(raw))
+    shortcut.write_bytes(_flip(shortcut.read_bytes(), _in_cubin_copy(shortcut.read_bytes())))
+    entry.write_bytes(_flip(entry.read_bytes(), cache.hot_length(entry.read_bytes()) - 10))
     rebuilt = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     assert (rebuilt.cache_status, rebuilt.key) == ("corrupt", first.key)
     assert rebuilt.asm["ptx"] == first.asm["ptx"]
     again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     assert again.cache_status == "hit"
+
+
+def test_damaged_stages_in_both_copies_are_a_clear_error(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    """The PTX damaged in the shortcut's copy and in the entry's file: the hit still launches
+    what it checked, asking for the PTX is a CacheError that says what to do, and the next
+    compile builds the kernel again."""
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    shortcut = _shortcut_file(settings)
+    entry = tilec.compiler.Cache(settings.cache_dir).path(first.key)
+    for path in (shortcut, entry):
+        path.write_bytes(_flip(path.read_bytes(), -10))
+    hit = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert hit.cache_status == "hit" and hit.asm["cubin"] == first.asm["cubin"]
+    with pytest.raises(tilec.CacheError, match=r"damaged .* compile the kernel again"):
+        hit.asm["ptx"]
+    assert not shortcut.exists() and not entry.exists()
+    rebuilt = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert rebuilt.cache_status == "miss" and rebuilt.asm == first.asm
 
 
 def test_a_touched_tool_is_watched_anew(tilec: ModuleType, kernels: ModuleType, own_ptxas: Any) -> None:
@@ -349,9 +424,102 @@ def test_shortcut_format(tilec: ModuleType, tmp_path: Path) -> None:
     c.put_shortcut("ef" * 32, key, base, [[str(tmp_path / "a\nb"), [1, 2]]], entry)
     stored = c.get_shortcut("ef" * 32)
     assert stored is not None and stored.watch is None and stored.key == key
-    # Damage anywhere, or a cut, is refused (and the file removed by get_shortcut).
-    for bad in (raw[:-1], raw + b"x", raw.replace(b"\n", b" ", 2)):
+    # Damage before the end of the entry's first part, a cut or growth is refused (and the
+    # file removed by get_shortcut); after it, it is found by rest_checked.
+    assert cache.rest_checked(record)
+    hot_end = len(raw) - len(entry) + record.hot
+    for bad in (raw[:-1], raw + b"x", raw.replace(b"\n", b" ", 2), _flip(raw, hot_end - 1)):
         assert cache.decode_shortcut(bad) is None
+    assert record.hot == len(entry)  # one part: all of the entry is checked at once
+    two = cache.encode(key, {"x": 1}, {"bin": b"\x00\n\xff", "text": b"later"})
+    raw2 = cache.encode_shortcut(key, base, None, two)
+    assert raw2 is not None
+    cold = cache.decode_shortcut(_flip(raw2, -1))
+    assert cold is not None and not cache.rest_checked(cold)
+    assert cache.decode(key, cold.entry, verify=False, checked=cold.hot).parts == {"bin": b"\x00\n\xff"}
     path = c.shortcut_path("ef" * 32)
     path.write_bytes(raw[:-1])
     assert c.get_shortcut("ef" * 32) is None and not path.exists()
+
+
+def test_the_c_reader_agrees_with_the_python_one(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path
+) -> None:
+    """tilec._hit.read_shortcut (csrc/hit.c) and decode_shortcut + same_state give the same
+    answer on a real shortcut, on every kind of damage, and on a changed watched tool."""
+    from tilec import cache
+
+    assert cache._hit is not None, "tilec._hit was not built"
+    tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    raw = _shortcut_file(settings).read_bytes()
+    record = cache.decode_shortcut(raw)
+    assert record is not None and record.watch
+    head = len(raw) - len(record.entry)
+    variants = {
+        "whole": raw,
+        "cut": raw[:-1],
+        "grown": raw + b"x",
+        "no file": None,
+        "magic": b"tilec-shortcut 2 " + raw[17:],
+        "key": _flip(raw, raw.index(record.key.encode())),
+        "cubin": _flip(raw, head + record.hot - 1),
+        "after the cubin": _flip(raw, head + record.hot),
+        "empty": b"",
+        "header only": raw[:82],
+    }
+    # A watched path that changed: the same bytes, told apart by the stat only.
+    watched = tmp_path / "watched"
+    watched.write_text("x")
+    state = cache.file_state(str(watched))
+    entry = record.entry
+    for name, watch in {
+        "watch kept": [[str(watched), state]],
+        "watch changed": [[str(watched), [state[0] + 1, state[1]]]],
+        "watch absent, still": [[str(tmp_path / "none"), [-1, -1]]],
+        "no watch": None,
+    }.items():
+        variants[name] = cache.encode_shortcut(record.key, record.base, watch, entry)
+    for name, data in variants.items():
+        path = tmp_path / f"shortcut-{len(name)}-{abs(hash(name))}"
+        if data is not None:
+            path.write_bytes(data)
+        native = cache._hit.read_shortcut(str(path))
+        python = cache.decode_shortcut(data) if data is not None else None
+        if data is None:
+            assert native is None, name
+        elif python is None:
+            assert native is False, name
+        else:
+            trusted = python.watch is not None and cache.same_state(python.watch)
+            want = (python.key, python.base, trusted, python.entry, python.hot, python.rest)
+            assert native == want, name
+    assert cache._hit.read_shortcut(str(tmp_path / "variants" / "missing")) is None
+
+
+def test_the_c_digest_is_blake2b(tilec: ModuleType) -> None:
+    import hashlib
+
+    from tilec import cache
+
+    assert cache._hit is not None
+    data = bytes(range(256)) * 40
+    for n in (*range(0, 300), 1023, 1024, 1025, 4096, len(data)):
+        want = hashlib.blake2b(data[:n], digest_size=32).hexdigest().encode()
+        assert cache._hit.blake2b_hex(data[:n]) == want, n
+        assert cache._hit.blake2b_hex(memoryview(data)[:n]) == want, n
+
+
+def test_a_hit_without_the_c_reader(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source tree without the extension reads the same shortcuts in Python."""
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    monkeypatch.setattr(cache, "_hit", None)
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert (again.cache_status, again.key) == ("hit", first.key) and again.asm == first.asm
+    path = _shortcut_file(settings)
+    path.write_bytes(_flip(path.read_bytes(), _in_cubin_copy(path.read_bytes())))
+    third = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert third.cache_status == "hit" and third.asm["cubin"] == first.asm["cubin"]

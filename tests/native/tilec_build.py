@@ -38,7 +38,7 @@ def _run(cmd: list[str], cwd: Path) -> None:
 
 def build_core(config: pytest.Config) -> Path:
     """Configure + build with CMake/Ninja; returns the built `_core` extension's path (the
-    launch extension, `_launch`, is built beside it)."""
+    launch extension, `_launch`, and the cache reader, `_hit`, are built beside it)."""
     prefix = llvm_prefix()
     cmake_dir = prefix / "lib" / "cmake" / "llvm"
     if not (cmake_dir / "LLVMConfig.cmake").is_file():
@@ -91,11 +91,13 @@ def import_tilec(config: pytest.Config, stage_root: Path) -> ModuleType:
     core = build_core(config)
     pkg = stage_root / "tilec"
     shutil.copytree(
-        SRC / "tilec", pkg, ignore=shutil.ignore_patterns("_core*.so", "_launch*.so", "__pycache__")
+        SRC / "tilec",
+        pkg,
+        ignore=shutil.ignore_patterns("_core*.so", "_launch*.so", "_hit*.so", "__pycache__"),
     )
     shutil.copy2(core, pkg / core.name)
-    for launch in core.parent.glob("_launch*.so"):
-        shutil.copy2(launch, pkg / launch.name)
+    for built in (*core.parent.glob("_launch*.so"), *core.parent.glob("_hit*.so")):
+        shutil.copy2(built, pkg / built.name)
     info = core.parent / "_build_info.py"
     if info.is_file():
         shutil.copy2(info, pkg / info.name)

@@ -10,6 +10,7 @@ from .compiler import CompiledKernel, CompileOptions, Compiler, Metadata, __vers
 from .errors import (
     AotError,
     BackendError,
+    CacheError,
     CompileError,
     CudaError,
     CudaUnavailableError,
@@ -32,6 +33,7 @@ __all__ = [
     "AotLibrary",
     "Backend",
     "BackendError",
+    "CacheError",
     "CompileError",
     "CompileOptions",
     "CompiledKernel",

@@ -14,15 +14,18 @@ named (`Backend.tool_watch`). A hit through a shortcut therefore neither prints 
 nor asks the backend for its tools; when a watched file changed, the key is made anew.
 A shortcut carries a copy of its entry, so that such a hit opens and reads one file:
 
-    tilec-shortcut 2 <digest of everything after this line>
+    tilec-shortcut 3 <digest of what follows, up to the end of the entry's first part>
     <key>
     <digest of the key's other parts (see Compiler.key_base)>
+    <n> <the entry's length> <digest of the entry's bytes after its first n>
     <number of watched paths, or - for none>
     <mtime_ns> <size> <path>            one line per watched path
     <the entry's bytes, as in its own file>
 
-Its digest covers the copy, so the copy is checked by the digest of its bytes like the entry
-itself. Plain lines and numbers, no JSON: a hit parses one JSON line (the entry's payload).
+An entry holds its last stage (what a kernel loads) as its first part, so a hit checks the
+shortcut's lines, the entry's JSON line and that stage by the first digest, and the other
+stages by the second when they are first asked for (`kernel.Stages`). Plain lines and
+numbers, no JSON: a hit parses one JSON line (the entry's payload).
 
 Digests are BLAKE2b (256 bits), not SHA-256: both come with Python, but hashlib's sha256 is
 OpenSSL's, whose first use in a process cost ~50 µs on the dev machine (a sixth of a hit's
@@ -42,9 +45,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+try:
+    # The shortcut read, checked and its watched tools stat'ed in one C call (csrc/hit.c);
+    # decode_shortcut and same_state below do the same where it was not built.
+    from . import _hit  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a source tree without the extension
+    _hit = None
+
 FORMAT = 3
 MAGIC = b"tilec-cache 3 "
-SHORTCUT_MAGIC = b"tilec-shortcut 2 "
+SHORTCUT_MAGIC = b"tilec-shortcut 3 "
 Status = Literal["hit", "miss", "corrupt", "disabled"]
 _HEX = frozenset("0123456789abcdef")
 _JSON = json.JSONDecoder()
@@ -58,6 +68,9 @@ def digest_json(obj: Any) -> str:
 
 def digest_bytes(data: bytes | memoryview) -> bytes:
     """The hex digest (as bytes) that entry and shortcut headers hold."""
+    if _hit is not None:  # the same digest; hashlib's first use in a process costs more
+        digest: bytes = _hit.blake2b_hex(data)
+        return digest
     return hashlib.blake2b(data, digest_size=32).hexdigest().encode()
 
 
@@ -94,6 +107,8 @@ class Shortcut(NamedTuple):
     # (path, mtime_ns, size) of each watched path; None: the tools are not vouched for
     watch: list[tuple[bytes, int, int]] | None
     entry: bytes
+    hot: int  # how many of the entry's first bytes the shortcut's digest covers
+    rest: bytes  # the digest of the entry's other bytes, checked when they are used
 
 
 def encode(key: str, payload: Mapping[str, Any], parts: Mapping[str, bytes]) -> bytes:
@@ -109,15 +124,21 @@ def encode(key: str, payload: Mapping[str, Any], parts: Mapping[str, bytes]) -> 
     return MAGIC + digest_bytes(body) + b"\n" + body
 
 
-def decode(key: str, raw: bytes, *, verify: bool = True) -> Entry | None:
+def decode(
+    key: str, raw: bytes, *, verify: bool = True, checked: int | None = None
+) -> Entry | None:
     """An entry's payload and parts, or None when it is not a whole, unaltered entry for `key`.
-    `verify=False` only where the bytes were checked already (the copy in a shortcut)."""
+    `verify=False` only where the bytes were checked already (the copy in a shortcut);
+    `checked`: only its first bytes were, and the parts beyond them are left out."""
     head = len(MAGIC) + 64
     if raw[: len(MAGIC)] != MAGIC or raw[head : head + 1] != b"\n":
         return None
     if verify and digest_bytes(memoryview(raw)[head + 1 :]) != raw[len(MAGIC) : head]:
         return None
     end = raw.find(b"\n", head + 1)
+    limit = len(raw) if checked is None else checked
+    if end < 0 or end >= limit:
+        return None
     try:
         # raw_decode rather than json.loads: one Python call instead of four, each costing
         # microseconds the first time in a process.
@@ -131,7 +152,8 @@ def decode(key: str, raw: bytes, *, verify: bool = True) -> Entry | None:
         parts: dict[str, bytes] = {}
         offset = end + 1
         for name, size in index["parts"]:
-            parts[str(name)] = raw[offset : offset + int(size)]
+            if offset + int(size) <= limit:
+                parts[str(name)] = raw[offset : offset + int(size)]
             offset += int(size)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -140,12 +162,21 @@ def decode(key: str, raw: bytes, *, verify: bool = True) -> Entry | None:
     return Entry(payload, parts, raw)
 
 
+def hot_length(entry: bytes) -> int:
+    """How many first bytes of an entry hold its header, its JSON line and its first part."""
+    end = entry.index(b"\n", len(MAGIC) + 65)
+    sizes = json.loads(entry[len(MAGIC) + 65 : end])["parts"]
+    return end + 1 + (int(sizes[0][1]) if sizes else 0)
+
+
 def encode_shortcut(
     key: str, base: str, watch: list[list[Any]] | None, entry: bytes
 ) -> bytes | None:
     """A shortcut's bytes (see the module's docstring); None for a watch list that a line
     cannot hold (a path with a newline)."""
-    lines = [key.encode(), base.encode()]
+    hot = hot_length(entry)
+    rest_digest = digest_bytes(memoryview(entry)[hot:])
+    lines = [key.encode(), base.encode(), b"%d %d %s" % (hot, len(entry), rest_digest)]
     if watch is None:
         lines.append(b"-")
     else:
@@ -156,18 +187,20 @@ def encode_shortcut(
                 return None
             lines.append(b"%d %d %s" % (int(mtime), int(size), name))
     rest = b"\n".join(lines) + b"\n" + entry
-    return SHORTCUT_MAGIC + digest_bytes(rest) + b"\n" + rest
+    covered = len(rest) - len(entry) + hot
+    return SHORTCUT_MAGIC + digest_bytes(memoryview(rest)[:covered]) + b"\n" + rest
 
 
 def decode_shortcut(raw: bytes) -> Shortcut | None:
-    """A shortcut's fields, or None when the bytes are not a whole, unaltered shortcut."""
+    """A shortcut's fields, or None when the bytes are not a whole, unaltered shortcut (the
+    entry's bytes after `hot` are checked only by `rest_checked`, when they are used)."""
     head = len(SHORTCUT_MAGIC) + 64
     if raw[: len(SHORTCUT_MAGIC)] != SHORTCUT_MAGIC or raw[head : head + 1] != b"\n":
         return None
-    if digest_bytes(memoryview(raw)[head + 1 :]) != raw[len(SHORTCUT_MAGIC) : head]:
-        return None
     try:
-        _, key, base, count, rest = raw.split(b"\n", 4)
+        _, key, base, split, count, rest = raw.split(b"\n", 5)
+        hot_text, length, rest_digest = split.split(b" ")
+        hot = int(hot_text)
         watch: list[tuple[bytes, int, int]] | None = None
         if count != b"-":
             n = int(count)
@@ -178,12 +211,23 @@ def decode_shortcut(raw: bytes) -> Shortcut | None:
             for line in lines:
                 mtime, size, path = line.split(b" ", 2)
                 watch.append((path, int(mtime), int(size)))
+        # A cut or grown file is refused here, without hashing what the digest leaves out.
+        if not 0 <= hot <= len(rest) or int(length) != len(rest) or len(rest_digest) != 64:
+            return None
+        covered = len(raw) - len(rest) + hot
+        if digest_bytes(memoryview(raw)[head + 1 : covered]) != raw[len(SHORTCUT_MAGIC) : head]:
+            return None
         text_key = key.decode()
         if not _is_key(text_key):
             return None
-        return Shortcut(text_key, base.decode(), watch, rest)
+        return Shortcut(text_key, base.decode(), watch, rest, hot, rest_digest)
     except ValueError:  # a wrong count or number, or bytes that are not text
         return None
+
+
+def rest_checked(record: Shortcut) -> bool:
+    """Whether the entry's bytes that a shortcut's own digest does not cover are unaltered."""
+    return digest_bytes(memoryview(record.entry)[record.hot :]) == record.rest
 
 
 def same_state(watch: list[tuple[bytes, int, int]]) -> bool:
@@ -260,6 +304,32 @@ class Cache:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         return found
+
+    def read_shortcut(self, shortcut: str) -> tuple[Shortcut, bool] | None:
+        """A shortcut checked by its digest, and whether its watched tools still have the
+        state it recorded (False where it records none); None when there is none (a damaged
+        one is removed). The C reader returns no watch list: it has compared it already."""
+        if not self.enabled:
+            return None
+        if _hit is None:
+            record = self.get_shortcut(shortcut)
+            if record is None:
+                return None
+            return record, record.watch is not None and same_state(record.watch)
+        path = self._join("shortcut", shortcut[:2], shortcut)
+        found = _hit.read_shortcut(path)
+        if found is None:
+            return None
+        if found is False:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return None
+        key, base, trusted, entry, hot, rest = found
+        return Shortcut(key, base, None, entry, hot, rest), trusted
+
+    def drop_shortcut(self, shortcut: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._join("shortcut", shortcut[:2], shortcut))
 
     def put_shortcut(
         self, shortcut: str, key: str, base: str, watch: list[list[Any]] | None, entry: bytes

@@ -11,7 +11,7 @@ import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import llvmlite.ir
@@ -20,8 +20,17 @@ from . import ir as tir
 from . import native
 from .backends.base import Backend, Target
 from .backends.registry import Registry, registry_for
-from .cache import Cache, Entry, decode, digest_json, file_state, same_state
-from .errors import BackendError
+from .cache import (
+    Cache,
+    Entry,
+    Shortcut,
+    decode,
+    digest_bytes,
+    digest_json,
+    file_state,
+    rest_checked,
+)
+from .errors import BackendError, CacheError
 from .kernel import (
     CompiledKernel,
     CompileOptions,
@@ -158,10 +167,11 @@ class Compiler:
         opts: CompileOptions,
         backend: Backend,
         target: Target,
+        rest: Callable[[], Mapping[str, bytes]] | None = None,
     ) -> CompiledKernel | None:
         try:
             asm, md = CompiledKernel._parse_payload(
-                entry.payload, entry.parts, backend.metadata_class
+                entry.payload, entry.parts, backend.metadata_class, rest
             )
             return backend.make_kernel(
                 asm, md, opts, key, status, target, settings=self.settings
@@ -188,17 +198,22 @@ class Compiler:
         base: dict[str, Any] | None = None
         if source_key is not None:
             found.shortcut = self._shortcut_id(source_key, opts, backend, target)
-            record = self.cache.get_shortcut(found.shortcut)
-            if record is not None:
-                # The watched tools unchanged: the key stands without asking the backend.
-                trusted = record.watch is not None and same_state(record.watch)
+            read = self.cache.read_shortcut(found.shortcut)
+            if read is not None:
+                # The watched tools unchanged (trusted): the key stands without asking the
+                # backend.
+                record, trusted = read
                 if not trusted:
                     base = self.key_base(opts, backend, target)
                 if trusted or record.base == digest_json(base):
-                    # The shortcut's digest covered the copy: decoding it checks the rest.
-                    entry = decode(record.key, record.entry, verify=False)
+                    # The shortcut's digest covered the copy up to the end of its first part
+                    # (the stage a kernel loads): decoding it checks the rest of that.
+                    entry = decode(record.key, record.entry, verify=False, checked=record.hot)
                     if entry is not None:
-                        kernel = self._kernel(entry, record.key, "hit", opts, backend, target)
+                        rest = functools.partial(self._rest, found.shortcut, record)
+                        kernel = self._kernel(
+                            entry, record.key, "hit", opts, backend, target, rest
+                        )
                         if kernel is not None:
                             found.kernel, found.status = kernel, "hit"
                             if base is not None:  # same tools, touched: watch their new state
@@ -216,26 +231,51 @@ class Compiler:
             self._put_shortcut(found.shortcut, found.key, base, opts, backend, target, raw)
         return found
 
+    def _rest(self, shortcut: str, record: Shortcut) -> Mapping[str, bytes]:
+        """The stages a hit through `shortcut` did not check, checked now: from its copy of
+        the entry, or from the entry's own file where the copy is damaged."""
+        if rest_checked(record):
+            entry = decode(record.key, record.entry, verify=False)
+            if entry is not None:
+                return entry.parts
+        self.cache.drop_shortcut(shortcut)
+        own, status = self.cache.get(record.key)
+        if own is None:
+            raise CacheError(
+                f"the cached stages of kernel {record.key[:12]} are damaged (their digest does "
+                f"not match) and its own cache entry is {status}; the damaged shortcut was "
+                f"removed: compile the kernel again to rebuild them"
+            )
+        return own.parts
+
     def _shortcut_id(
         self, source_key: str, opts: CompileOptions, backend: Backend, target: Target
     ) -> str:
         """What names a shortcut: everything of the cache key that needs neither the IR nor
         the tools (the settings stand for how the tools are found; the build of tilec, with
-        its LLVM version, is watched instead: see _put_shortcut). A repr, not JSON: these are
-        frozen dataclasses of strings, numbers, paths and tuples, and one repr of the tuple is
-        the cheapest. BLAKE2b, as for the cache's digests (sha256's first use costs more)."""
+        its LLVM version, is watched instead: see _put_shortcut). A repr, not JSON: the
+        options and target are frozen dataclasses of strings, numbers and tuples, and one repr
+        of the tuple is the cheapest; the settings' values go in as they are, paths as text
+        (a path's repr costs a fresh process microseconds each)."""
+        settings: list[Any] = []
+        for value in vars(self.settings).values():
+            if isinstance(value, PurePath):
+                value = str(value)
+            elif type(value) is tuple:
+                value = tuple(map(str, value))
+            settings.append(value)
         ident = (
             CACHE_LAYOUT,
             source_key,
             opts,
             target,
-            self.settings,
+            settings,
             __version__,
             backend.name,
             backend.version,
             type(backend).__qualname__,
         )
-        return hashlib.blake2b(repr(ident).encode(), digest_size=32).hexdigest()
+        return digest_bytes(repr(ident).encode()).decode()
 
     def _put_shortcut(
         self,

@@ -31,6 +31,10 @@ class CompileError(TilecError):
     """LLVM failed to link, optimize or generate code for a valid module."""
 
 
+class CacheError(TilecError):
+    """A cached kernel's bytes failed their check and could not be read again."""
+
+
 class ToolNotFoundError(TilecError):
     """A tool or file tilec needs (ptxas, libdevice) is not there."""
 

@@ -155,19 +155,27 @@ class StageContext:
 Stage = Callable[[Any, StageContext], Any]
 
 
-class Stages(dict[str, Any]):
+class Stages(Mapping[str, Any]):
     """The stages a compile produced, in order; `derived` ones (e.g. "sass") on first access.
 
-    Iteration, `in` and equality see the produced stages only; `stages["sass"]`
+    Iteration, `in`, `get` and equality see the produced stages only; `stages["sass"]`
     runs the disassembler once and raises ToolNotFoundError when there is none.
+
+    A cache hit through a shortcut checks only the bytes it needs to launch (the last
+    stage); the others come from `load` on first access, which checks their digest then.
     """
 
     def __init__(
         self,
         produced: Mapping[str, Any],
         derived: Mapping[str, Callable[[], Any]] | None = None,
+        *,
+        order: tuple[str, ...] | None = None,
+        load: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
-        super().__init__(produced)
+        self._values = dict(produced)
+        self._order = tuple(self._values) if order is None else order
+        self._load = load
         self._derived = dict(derived or {})
         self._computed: dict[str, Any] = {}
 
@@ -175,15 +183,46 @@ class Stages(dict[str, Any]):
     def derived(self) -> tuple[str, ...]:
         return tuple(self._derived)
 
-    def __missing__(self, key: str) -> Any:
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._order
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._order else default
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        if key in self._order:
+            if self._load is not None:
+                self._values.update(self._load())
+                self._load = None
+            return self._values[key]
         if key not in self._derived:
             raise KeyError(
-                f"no stage {key!r}; stages: {', '.join(self) or 'none'}"
+                f"no stage {key!r}; stages: {', '.join(self._order) or 'none'}"
                 + (f"; on demand: {', '.join(self._derived)}" if self._derived else "")
             )
         if key not in self._computed:
             self._computed[key] = self._derived[key]()
         return self._computed[key]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping of mutable stages, as a dict
+
+    def __repr__(self) -> str:
+        return f"Stages({list(self._order)!r})"
 
 
 def _exact_dims(value: Any) -> bool:
@@ -244,7 +283,7 @@ class CompiledKernel:
         )
         self._configs: dict[tuple[Any, Any], Callable[..., None]] = {}
         self.passes: tuple[PassDump, ...] = ()  # filled when pass dumps were asked for
-        self.asm: Stages = Stages(asm)
+        self.asm: Stages = asm if isinstance(asm, Stages) else Stages(asm)
         if backend is not None:
             self.asm._derived.update(backend.derived_stages(self))
 
@@ -254,13 +293,17 @@ class CompiledKernel:
         stages UTF-8 encoded, so a hit decodes no base64 and parses only the metadata."""
         parts: dict[str, bytes] = {}
         text: list[str] = []
-        for name, value in self.asm.items():
+        names = list(self.asm)
+        # The last stage (what a kernel loads) first: a hit through a shortcut checks the
+        # entry's bytes up to its end, and the other stages only when they are asked for.
+        for name in names[-1:] + names[:-1]:
+            value = self.asm[name]
             if isinstance(value, bytes):
                 parts[name] = value
             else:
                 parts[name] = value.encode()
                 text.append(name)
-        payload = {"order": list(self.asm), "text": text, "metadata": self.metadata.to_json()}
+        payload = {"order": names, "text": text, "metadata": self.metadata.to_json()}
         return payload, parts
 
     @staticmethod
@@ -268,12 +311,32 @@ class CompiledKernel:
         payload: Mapping[str, Any],
         parts: Mapping[str, bytes],
         metadata_class: type[Metadata] = Metadata,
-    ) -> tuple[dict[str, Any], Metadata]:
+        rest: Callable[[], Mapping[str, bytes]] | None = None,
+    ) -> tuple[Mapping[str, Any], Metadata]:
+        """(stages, metadata) of a cache entry. `rest`: where the stages missing from `parts`
+        come from, on first access (a hit through a shortcut has checked only the last)."""
         text = payload["text"]
+        order = tuple(payload["order"])
         asm: dict[str, Any] = {}
-        for name in payload["order"]:
-            asm[name] = parts[name].decode() if name in text else parts[name]
-        return asm, metadata_class.from_json(payload["metadata"])
+        for name in order:
+            if name in parts:
+                asm[name] = parts[name].decode() if name in text else parts[name]
+        md = metadata_class.from_json(payload["metadata"])
+        if len(asm) == len(order):
+            return asm, md
+        if rest is None:
+            raise KeyError(f"stages missing from the entry: {set(order) - set(asm)}")
+        more = rest
+
+        def load() -> dict[str, Any]:
+            found = more()
+            return {
+                name: found[name].decode() if name in text else found[name]
+                for name in order
+                if name not in asm
+            }
+
+        return Stages(asm, order=order, load=load), md
 
     # -- inspection ---------------------------------------------------------------
     def stage_files(self) -> Iterator[tuple[str, str | bytes]]:

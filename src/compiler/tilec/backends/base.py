@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -108,7 +108,7 @@ class Backend(abc.ABC):
 
     def make_kernel(
         self,
-        asm: dict[str, Any],
+        asm: Mapping[str, Any],
         metadata: Metadata,
         options: CompileOptions,
         key: str,

@@ -29,8 +29,10 @@ TILEC_BENCH_BASELINE). Both work in the full run too (its tilec children).
 
 The floor: children that start like a hit child (tilec imported, the module built) and then
 do, in straight-line code, only what any hit through a shortcut that keeps its checks must do:
-open and read the shortcut file (the same file a hit reads), check the BLAKE2b digest of its
-bytes, stat every watched path, parse the entry's JSON line (the metadata). Timed beside it
+open and read the shortcut file (the same file a hit reads), check the BLAKE2b digest of the
+bytes a launch needs (the shortcut's lines, the entry's JSON line and the cubin: what tilec checks
+on a hit; the earlier stages are checked when first asked for), stat every watched path, parse
+the entry's JSON line (the metadata), all in Python (hashlib). Timed beside it
 in the same child: tilec making the kernel object from those bytes (payload -> kernel).
 
 Writes bench-compile.json; prints a table of ratios last.
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -597,16 +600,17 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
         if shortcut:
             sid = c._shortcut_id(source_key(kernel), opts, backend, tgt)
             lap("shortcut id (repr of options and settings, BLAKE2b)")
-            record = c.cache.get_shortcut(sid)
-            assert record is not None and record.watch is not None, "no shortcut: seed with source_key first"
-            lap("read the shortcut file (the entry's copy in it), check its digest")
-            assert tcache.same_state(record.watch)
-            lap(f"stat the {len(record.watch)} watched tool files and directories")
+            read = c.cache.read_shortcut(sid)
+            assert read is not None and read[1], "no shortcut vouching for its tools: seed with source_key first"
+            record = read[0]
+            reader = "C" if tcache._hit is not None else "Python"
+            lap(f"read the shortcut, check its digest up to the cubin, stat its tools ({reader})")
             key = record.key
-            entry = tcache.decode(key, record.entry, verify=False)
+            entry = tcache.decode(key, record.entry, verify=False, checked=record.hot)
             lap("the entry's JSON line")
             assert entry is not None
-            asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class)
+            rest = functools.partial(c._rest, sid, record)
+            asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class, rest)
             backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=c.settings)
             lap("payload -> kernel")
             parts = {n: b - a for n, a, b in zip(names, clock, clock[1:], strict=False)}
@@ -678,15 +682,17 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     with open(path, "rb") as f:
         raw = f.read()
     t1 = clock()
-    head = raw.index(b"\n")
-    good = hashlib.blake2b(memoryview(raw)[head + 1 :], digest_size=32).hexdigest().encode() == raw[head - 64 : head]
+    # shortcut header, key, base, "<hot> <length> <rest digest>", count, the watched paths, the entry
+    lines = raw.split(b"\n", 5 + len(watch))
+    hot = int(lines[3].split(b" ", 1)[0])
+    head, start = len(lines[0]), len(raw) - len(lines[-1])
+    checked = memoryview(raw)[head + 1 : start + hot]  # through the end of the cubin
+    good = hashlib.blake2b(checked, digest_size=32).hexdigest().encode() == raw[head - 64 : head]
     t2 = clock()
     for p in watch:
         os.stat(p)
     t3 = clock()
-    # shortcut header, key, base, count, the watched paths, the entry's header, its JSON line
-    lines = raw.split(b"\n", 6 + len(watch))
-    index, _ = decoder.raw_decode(lines[5 + len(watch)].decode())
+    index, _ = decoder.raw_decode(lines[-1].split(b"\n", 2)[1].decode())  # the entry's JSON line
     t4 = clock()
     if not good or not isinstance(index, dict):
         raise AssertionError("the shortcut's digest or JSON line is not what the floor expects")
@@ -698,10 +704,11 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     opts = tilec.CompileOptions(target=target())
     tgt = backend.quick_target(target(), opts)
     key = lines[1].decode()
-    entry = tcache.decode(key, b"\n".join(lines[4 + len(watch) :]), verify=False)
+    entry = tcache.decode(key, lines[-1], verify=False, checked=hot)
     assert entry is not None and tgt is not None
     t5 = clock()
-    asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class)
+    rest = lambda: tcache.decode(key, lines[-1], verify=False).parts  # noqa: E731 (never called here)
+    asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class, rest)
     backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=settings)
     t6 = clock()
     return {

@@ -523,3 +523,26 @@ def test_a_hit_without_the_c_reader(
     path.write_bytes(_flip(path.read_bytes(), _in_cubin_copy(path.read_bytes())))
     third = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     assert third.cache_status == "hit" and third.asm["cubin"] == first.asm["cubin"]
+
+
+def test_declared_tuple_fields_are_the_dataclasses(tilec: ModuleType) -> None:
+    """Metadata.from_json restores tuples from the declared TUPLE_FIELDS: they must be every
+    tuple field of the class, and a class that declares none gets them found."""
+    import dataclasses as dc
+
+    from tilec import kernel
+    from tilec.backends.cuda.options import CudaMetadata
+
+    for cls in (kernel.Metadata, CudaMetadata):
+        found = tuple(f.name for f in dc.fields(cls) if "tuple" in str(f.type))
+        assert cls.__dict__["TUPLE_FIELDS"] == found == kernel._tuple_fields(cls)
+
+    @dc.dataclass
+    class Own(CudaMetadata):  # a plugin's metadata that declares nothing
+        more: tuple[str, ...] = ()
+
+    md = Own(name="k", target="sm_90", signature=("i32",), llvm_version="19", more=("a",))
+    back = Own.from_json(json.loads(json.dumps(md.to_json())))
+    assert back == md and type(back.more) is tuple and type(back.libdevice_linked) is tuple
+    with pytest.raises(TypeError):  # a key that is no field: the cache rebuilds such an entry
+        Own.from_json({**md.to_json(), "nope": 1})

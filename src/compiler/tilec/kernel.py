@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .cache import Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
@@ -111,32 +111,37 @@ class Metadata:
     base_signature: tuple[str, ...] = ()
     base_param_names: tuple[str, ...] = ()
     specialization: dict[str, Any] = field(default_factory=dict)
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "signature", "param_names", "base_signature", "base_param_names"
+    )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls: type[_M], raw: Mapping[str, Any]) -> _M:
-        known, tuples = _field_names(cls)  # type: ignore[arg-type]  # classes hash
-        values: dict[str, Any] = {}
-        for key, value in raw.items():
-            if key in known:
-                # JSON has no tuples: restore them where the field holds one.
-                values[key] = tuple(value) if key in tuples and type(value) is list else value
+        """The metadata `to_json` wrote. Its keys are this class's fields (the cache key holds
+        tilec's and the backend's versions): any other key is a TypeError, and the entry is
+        then rebuilt."""
+        values = dict(raw)
+        # JSON has no tuples: restore them where the field holds one.
+        for name in tuple_fields(cls):
+            value = values.get(name)
+            if type(value) is list:
+                values[name] = tuple(value)
         return cls(**values)
 
 
+def tuple_fields(cls: type[Metadata]) -> tuple[str, ...]:
+    """The names of `cls`'s fields that hold a tuple: its own `TUPLE_FIELDS` where it declares
+    them (in its class body), else found from its fields once."""
+    declared: tuple[str, ...] | None = cls.__dict__.get("TUPLE_FIELDS")
+    return declared if declared is not None else _tuple_fields(cls)  # type: ignore[arg-type]
+
+
 @functools.cache
-def _field_names(cls: type[Metadata]) -> tuple[frozenset[str], frozenset[str]]:
-    """(every field's name, those of the fields that hold a tuple) of a metadata class, once
-    per class: a cache hit reads metadata, and looking the fields up costs it microseconds."""
-    names: set[str] = set()
-    tuples: set[str] = set()
-    for f in fields(cls):
-        names.add(f.name)
-        if "tuple" in str(f.type):
-            tuples.add(f.name)
-    return frozenset(names), frozenset(tuples)
+def _tuple_fields(cls: type[Metadata]) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if "tuple" in str(f.type))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...errors import TargetError
 from ...kernel import Metadata
@@ -53,6 +54,9 @@ class CudaOptions:
 @dataclass
 class CudaMetadata(Metadata):
     """Metadata plus what libdevice linking, ptxas and the driver report."""
+
+    # See Metadata.TUPLE_FIELDS (a cache hit reads these without looking the fields up).
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = (*Metadata.TUPLE_FIELDS, "libdevice_linked")
 
     libdevice: str | None = None
     libdevice_linked: tuple[str, ...] = ()

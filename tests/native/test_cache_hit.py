@@ -546,3 +546,24 @@ def test_declared_tuple_fields_are_the_dataclasses(tilec: ModuleType) -> None:
     assert back == md and type(back.more) is tuple and type(back.libdevice_linked) is tuple
     with pytest.raises(TypeError):  # a key that is no field: the cache rebuilds such an entry
         Own.from_json({**md.to_json(), "nope": 1})
+
+
+def test_a_touched_tool_does_not_bless_a_damaged_copy(
+    tilec: ModuleType, kernels: ModuleType, own_ptxas: Any
+) -> None:
+    """The shortcut is written anew when a watched tool was only touched; where the copy of the
+    earlier stages is damaged it is not, so the damage is never digested afresh."""
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
+    path = _shortcut_file(own_ptxas)
+    damaged = _flip(path.read_bytes(), -10)  # the PTX's copy
+    path.write_bytes(damaged)
+    mtime = own_ptxas.ptxas.stat().st_mtime_ns + 10**9
+    os.utime(own_ptxas.ptxas, ns=(mtime, mtime))
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
+    assert (again.cache_status, again.key) == ("hit", first.key)
+    assert path.read_bytes() == damaged  # not rewritten from the damaged copy
+    record = cache.decode_shortcut(path.read_bytes())
+    assert record is not None and not cache.rest_checked(record)
+    assert again.asm["ptx"] == first.asm["ptx"]  # from the entry's own file

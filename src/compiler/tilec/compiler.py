@@ -216,7 +216,10 @@ class Compiler:
                         )
                         if kernel is not None:
                             found.kernel, found.status = kernel, "hit"
-                            if base is not None:  # same tools, touched: watch their new state
+                            # Same tools, touched: watch their new state. Only from a copy
+                            # whose other stages are checked now: a new shortcut would digest
+                            # them afresh, damage included.
+                            if base is not None and rest_checked(record):
                                 self._put_shortcut(
                                     found.shortcut, record.key, base, opts, backend, target,
                                     entry.raw,

@@ -257,7 +257,10 @@ class Cache:
         return Path(self._join(key[:2], f"{key}.tilec"))
 
     def shortcut_path(self, shortcut: str) -> Path:
-        return Path(self._join("shortcut", shortcut[:2], shortcut))
+        return Path(self._shortcut_file(shortcut))
+
+    def _shortcut_file(self, shortcut: str) -> str:
+        return self._join("shortcut", shortcut[:2], shortcut)
 
     def _join(self, *parts: str) -> str:
         return os.sep.join((os.fspath(self.root), *parts))
@@ -293,7 +296,7 @@ class Cache:
         none. Its entry's copy is decoded by the caller, who knows which key to expect."""
         if not self.enabled:
             return None
-        path = self._join("shortcut", shortcut[:2], shortcut)
+        path = self._shortcut_file(shortcut)
         try:
             with open(path, "rb") as f:
                 raw = f.read()
@@ -301,8 +304,7 @@ class Cache:
             return None
         found = decode_shortcut(raw)
         if found is None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            self.drop_shortcut(shortcut)
         return found
 
     def read_shortcut(self, shortcut: str) -> tuple[Shortcut, bool] | None:
@@ -316,20 +318,19 @@ class Cache:
             if record is None:
                 return None
             return record, record.watch is not None and same_state(record.watch)
-        path = self._join("shortcut", shortcut[:2], shortcut)
+        path = self._shortcut_file(shortcut)
         found = _hit.read_shortcut(path)
         if found is None:
             return None
         if found is False:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            self.drop_shortcut(shortcut)
             return None
         key, base, trusted, entry, hot, rest = found
         return Shortcut(key, base, None, entry, hot, rest), trusted
 
     def drop_shortcut(self, shortcut: str) -> None:
         with contextlib.suppress(OSError):
-            os.unlink(self._join("shortcut", shortcut[:2], shortcut))
+            os.unlink(self._shortcut_file(shortcut))
 
     def put_shortcut(
         self, shortcut: str, key: str, base: str, watch: list[list[Any]] | None, entry: bytes

@@ -55,6 +55,15 @@ def test_native_and_python_launch_agree_with_torch(
         assert torch.equal(out, a + b)
 
 
+def test_torch_tensors_are_read_through_the_dlpack_table(gpu_tilec: ModuleType, torch: Any) -> None:
+    """torch >= 2.10 offers DLPack's C exchange table; the launcher then reads each tensor with
+    one C call (the results above come through it)."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no DLPack C exchange table")
+    assert gpu_tilec._launch.uses_dlpack_table(torch.Tensor)
+    assert gpu_tilec._launch.uses_dlpack_table(torch.nn.Parameter)
+
+
 def test_host_tensor_is_refused_before_the_gpu(
     gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, torch: Any
 ) -> None:

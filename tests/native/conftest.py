@@ -85,3 +85,24 @@ def fake_cuda(cc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def fake_dlpack(cc: str, tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The Python module aot/fake_dlpack.c builds: array types that offer DLPack's C exchange
+    table, as torch >= 2.10 does, without torch."""
+    import sysconfig
+
+    out = tmp_path_factory.mktemp("fake-dlpack")
+    target = out / f"fake_dlpack{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    cmd = [
+        cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
+        f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(HERE / "aot" / "fake_dlpack.c"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
+    spec = importlib.util.spec_from_file_location("fake_dlpack", target)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -311,6 +311,97 @@ PyObject *torch_tensor_type() {
   return cached;
 }
 
+// DLPack's C exchange table (DLPack 1.2: a PyCapsule named "dlpack_exchange_api" in the
+// type's `__dlpack_c_exchange_api__`). One C call gives a tensor's address and device, where
+// torch's methods cost three calls through its argument parser per tensor. Declared here
+// with the layout DLPack 1.x fixes, so that no DLPack header is needed at build time.
+struct DlDevice {
+  int32_t type;  // DLDeviceType
+  int32_t id;
+};
+struct DlDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DlTensor {
+  void *data;
+  DlDevice device;
+  int32_t ndim;
+  DlDataType dtype;
+  int64_t *shape;
+  int64_t *strides;
+  uint64_t byte_offset;
+};
+struct DlExchangeHeader {
+  uint32_t major;
+  uint32_t minor;
+  DlExchangeHeader *prev;  // an older table, for consumers of an older major version
+};
+struct DlExchange {
+  DlExchangeHeader header;
+  void *managed_tensor_allocator;
+  void *managed_tensor_from_py_object_no_sync;
+  void *managed_tensor_to_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void *object, DlTensor *out);  // may be NULL
+  void *current_work_stream;
+};
+constexpr int32_t kDlCpu = 1;
+constexpr int32_t kDlCuda = 2;
+constexpr uint32_t kDlMajor = 1;  // the DlTensor layout above
+
+// The table of major version 1 a type offers, or nullptr. Answers are kept per type (the spec
+// allows it), holding a reference so that a freed type's address cannot come back as another.
+const DlExchange *exchange_table(PyTypeObject *type) {
+  struct Seen {
+    PyTypeObject *type;
+    const DlExchange *api;
+  };
+  static Seen seen[16];
+  static size_t nseen = 0;
+  for (size_t i = 0; i < nseen; ++i)
+    if (seen[i].type == type) return seen[i].api;
+  const DlExchange *api = nullptr;
+  static PyObject *attr = interned("__dlpack_c_exchange_api__");
+  PyObject *cap = PyObject_GetAttr(reinterpret_cast<PyObject *>(type), attr);
+  if (cap == nullptr) {
+    PyErr_Clear();
+  } else {
+    if (PyCapsule_IsValid(cap, "dlpack_exchange_api")) {
+      auto *h = static_cast<DlExchangeHeader *>(PyCapsule_GetPointer(cap, "dlpack_exchange_api"));
+      while (h != nullptr && h->major > kDlMajor) h = h->prev;
+      if (h != nullptr && h->major == kDlMajor) {
+        api = reinterpret_cast<const DlExchange *>(h);
+        if (api->dltensor_from_py_object_no_sync == nullptr) api = nullptr;
+      }
+    }
+    Py_DECREF(cap);  // the table itself lives as long as the process (the spec says so)
+  }
+  if (nseen < sizeof(seen) / sizeof(seen[0])) {
+    Py_INCREF(type);
+    seen[nseen++] = Seen{type, api};
+  }
+  return api;
+}
+
+enum class Answer { Packed, Refused, Undecided };
+
+// CUDA memory is packed (or refused when on another device than the current one) and host
+// memory refused; anything else (managed memory, a producer that cannot describe the object)
+// is left to the other ways of reading an address.
+Answer pack_exchange(const DlExchange *api, PyObject *v, long device, uint64_t &out) {
+  DlTensor t{};
+  if (api->dltensor_from_py_object_no_sync(v, &t) != 0) {
+    PyErr_Clear();
+    return Answer::Undecided;
+  }
+  if (t.device.type == kDlCpu) return Answer::Refused;
+  if (t.device.type != kDlCuda) return Answer::Undecided;
+  if (device >= 0 && t.device.id != device) return Answer::Refused;
+  out = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  return Answer::Packed;
+}
+
 // A torch tensor's address. `is_cuda` and `get_device()` say what `tensor.device` says (the
 // Python packer's test) without making a torch.device per argument, which costs more than
 // the rest of the packing.
@@ -348,8 +439,9 @@ bool pack_torch(PyObject *v, long device, uint64_t &out) {
   return ok;
 }
 
-// A device address: None, an int, an object with data_ptr() (torch), one with
-// __cuda_array_interface__, a CUdeviceptr or anything with __index__.
+// A device address: None, an int, an object whose type offers DLPack's C exchange table
+// (torch >= 2.10), one with data_ptr() (torch), one with __cuda_array_interface__, a
+// CUdeviceptr or anything with __index__.
 bool pack_pointer(PyObject *v, long device, uint64_t &out) {
   Names &nm = names();
   if (v == Py_None) {
@@ -358,6 +450,10 @@ bool pack_pointer(PyObject *v, long device, uint64_t &out) {
   }
   if (PyBool_Check(v)) return false;
   if (PyLong_CheckExact(v)) return ptr_from_long(v, out);
+  if (const DlExchange *api = exchange_table(Py_TYPE(v))) {
+    const Answer a = pack_exchange(api, v, device, out);
+    if (a != Answer::Undecided) return a == Answer::Packed;
+  }
   PyObject *tensor = torch_tensor_type();
   if (tensor != nullptr && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject *>(tensor)))
     return pack_torch(v, device, out);
@@ -790,6 +886,14 @@ NB_MODULE(_launch, m) {
         return nb::make_tuple(b.block[0], b.block[1], b.block[2]);
       });
 
+  m.def(
+      "uses_dlpack_table",
+      [](nb::handle type) {
+        if (!PyType_Check(type.ptr())) throw nb::type_error("uses_dlpack_table takes a type");
+        return exchange_table(reinterpret_cast<PyTypeObject *>(type.ptr())) != nullptr;
+      },
+      "type"_a,
+      "Whether the launcher reads this type's objects through DLPack's C exchange table.");
   m.def("driver_loaded", [] { return driver().ok; });
   m.def("driver_error", [] { return driver().error; });
 }

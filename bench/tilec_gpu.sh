@@ -7,8 +7,9 @@
 # JSON and one log go to $OUT (else reports/); tilec_report.py makes the markdown
 # (tilec_assembler.py writes its own).
 # TILEC_BENCH_BASELINE=DIR: another tilec wheel (main's, say) whose cache hits tilec_compile.py
-# measures beside this one's, fresh processes taking turns (--baseline-site); TILEC_BENCH_FRESH=N:
-# fresh processes per warm-hit kind (default 3).
+# measures beside this one's, fresh processes taking turns (--baseline-site), and whose launch
+# tilec_launch.py measures again ($OUT/baseline); TILEC_BENCH_FRESH=N: fresh processes per
+# warm-hit kind (default 3).
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WHEELS=${1:-$REPO/.bench-carry}
@@ -45,6 +46,14 @@ for b in compile launch bandwidth assembler; do
   [[ $b == compile ]] && args=("${compile_args[@]}")
   "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" "${args[@]}" || rc=1
 done
+# The baseline's launch too, in $OUT/baseline: a before/after on the same machine (each run
+# also times raw cuLaunchKernel and Triton, so its ratios stand alone).
+if [[ -n ${BSITE:-} && ${compile_args[*]} == *--baseline-site* ]]; then
+  echo "== tilec_launch.py with the baseline tilec"
+  mkdir -p "$OUT/baseline"
+  PYTHONPATH="$BSITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_launch.py" --out "$OUT/baseline" || rc=1
+  "$PY" "$REPO/bench/tilec_report.py" --dir "$OUT/baseline" || rc=1
+fi
 # Optional: a second tilec wheel (a prototype fix, say) for the cold compile only, in $OUT/proto.
 if [[ -n ${TILEC_BENCH_PROTO:-} ]]; then
   proto=("$TILEC_BENCH_PROTO"/tilec-*.whl)

@@ -110,6 +110,10 @@ def build(res: dict[str, Any]) -> dict[str, Any]:
             del variants[name]
     res["correctness"] = checked
     res["tilec_ptx_ops"] = lib.ptx_ops(k.asm["ptx"])
+    # Whether the native launcher reads torch tensors through DLPack's C exchange table (one C
+    # call each) or through is_cuda, get_device() and data_ptr() (torch before 2.10).
+    uses_table = getattr(tilec._launch, "uses_dlpack_table", None)
+    res["torch_tensor_via_dlpack_table"] = None if uses_table is None else uses_table(torch.Tensor)
     return {
         "variants": variants,
         "k": k,

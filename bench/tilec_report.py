@@ -186,6 +186,12 @@ def compile_md(r: dict[str, Any]) -> str:
     return "\n".join(lines) + _errors(r)
 
 
+def _table_path(v: bool | None) -> str:
+    if v is None:
+        return "not recorded (a tilec without the table path)"
+    return "yes (one C call per tensor)" if v else "no (is_cuda, get_device() and data_ptr() per tensor)"
+
+
 def launch_md(r: dict[str, Any]) -> str:
     lines = [
         "# Host launch overhead: tilec vs Triton vs raw cuLaunchKernel",
@@ -207,6 +213,7 @@ def launch_md(r: dict[str, Any]) -> str:
         "## Method",
         "",
         *[f"- {k}: {v}" for k, v in r.get("method", {}).items()],
+        f"- torch tensors read through DLPack's C exchange table: {_table_path(r.get('torch_tensor_via_dlpack_table'))}",
         "",
     ]
     res = r.get("results", {})

@@ -378,7 +378,7 @@ const DlExchange *exchange_table(PyTypeObject *type) {
     Py_DECREF(cap);  // the table itself lives as long as the process (the spec says so)
   }
   if (nseen < sizeof(seen) / sizeof(seen[0])) {
-    Py_INCREF(type);
+    Py_INCREF(reinterpret_cast<PyObject *>(type));
     seen[nseen++] = Seen{type, api};
   }
   return api;

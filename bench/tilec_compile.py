@@ -767,6 +767,18 @@ class Baseline:
         return self.python, env
 
 
+def _turns(kinds: tuple[str, ...], rep: int) -> list[str]:
+    """The order of one round: each tilec kind right beside the baseline's, the two swapping
+    places every round, so that neither always follows the same process. With a fixed order,
+    a baseline whose hit path was this one's read 1.2x slower (reports/tilec-bench-h100-dlpack)."""
+    own = [k for k in kinds if not k.startswith(BASELINE)]
+    order: list[str] = []
+    for kind in own:
+        pair = [kind] + ([BASELINE + kind] if BASELINE + kind in kinds else [])
+        order += pair[::-1] if rep % 2 else pair
+    return order
+
+
 def warm(
     fresh: int,
     work: Path,
@@ -783,9 +795,9 @@ def warm(
             raise RuntimeError(f"the baseline imports the same tilec as this process: {own['tilec']}")
         out["baseline"] = {"python": baseline.python, "site": baseline.site, **seeded}
     specs = {k: floor_spec(k, work / "warm") for k in TRITON_KERNELS}
-    for _rep in range(fresh):
+    for rep in range(fresh):
         for kernel in TRITON_KERNELS:
-            for kind in kinds:
+            for kind in _turns(kinds, rep):
                 if kind.startswith(BASELINE):
                     r = run_child(kind[len(BASELINE) :], kernel, work / "warm-baseline", baseline)
                 else:

@@ -105,3 +105,32 @@ def test_fresh_process_hit_needs_no_plugins_ptxas_or_core(
         check=False,
     )
     assert "no backend named 'nosuch'" in proc.stderr
+
+
+def test_tool_identity_is_found_once_per_process_for_any_cache_dir(
+    tilec: ModuleType, kernels: ModuleType, settings_env: dict[str, str], tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Another cache directory (a new Settings) with the same tools does not run `ptxas --version`
+    or hash libdevice again in the same process; other tools do."""
+    from tilec.backends.cuda import toolchain
+
+    monkeypatch.setattr(toolchain, "_IDENTITY", {})
+    found: list[str] = []
+    compute = toolchain._compute_identity
+
+    def counting(settings: Any, memo: Any) -> Any:
+        found.append(str(settings.ptxas))
+        return compute(settings, memo)
+
+    monkeypatch.setattr(toolchain, "_compute_identity", counting)
+    for name in ("a", "b"):
+        env = {**settings_env, "TILEC_CACHE_DIR": str(tmp_path / name)}
+        k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=tilec.Settings.from_env(env))
+        assert k.cache_status == "miss"
+    assert len(found) == 1
+    other = tmp_path / "bin" / "ptxas"  # the same ptxas under another name: other inputs
+    other.parent.mkdir()
+    other.symlink_to(settings_env["TILEC_PTXAS"])
+    env = {**settings_env, "TILEC_CACHE_DIR": str(tmp_path / "c"), "TILEC_PTXAS": str(other)}
+    tilec.compile(kernels.EXP_IR, target="sm_90", settings=tilec.Settings.from_env(env))
+    assert found == [settings_env["TILEC_PTXAS"], str(other)]

@@ -1,13 +1,13 @@
 """Content-addressed on-disk cache of compiled kernels.
 
-One file per key, written to a temp file and moved into place with os.replace, so
-readers see either nothing or a whole entry. Nothing is fsync'ed: after a power loss a file
-may be left garbled, and its digest then reads it as corrupt, so it is rebuilt. An fsync
-would make every cold compile wait for the disk to guard against what the digest guards. An entry is one header line holding the
-digest of the rest of the file, then a JSON line (the payload and the names and sizes
-of the binary parts), then the parts' raw bytes. A read checks the digest of the bytes
-as read (no re-serialising), so a truncated, edited or bit-rotted entry is reported as
-corrupt, removed and rebuilt.
+One file per key, written to a temp file and moved into place with os.replace, so readers
+see either nothing or a whole entry. Nothing is fsync'ed: after a power loss a file may be
+left garbled, and its digest then reads it as corrupt, so it is rebuilt. An fsync would make
+every cold compile wait for the disk to guard against what the digest guards. An entry is
+one header line holding the digest of the rest of the file, then a JSON line (the payload
+and the names and sizes of the binary parts), then the parts' raw bytes. A read checks the
+digest of the bytes as read (no re-serialising), so a truncated, edited or bit-rotted entry
+is reported as corrupt, removed and rebuilt.
 
 Shortcuts (`shortcut/<id[:2]>/<id>`) map what the caller can name without the IR (its source
 key, the options, target, settings and versions) to the entry's key, plus what vouches

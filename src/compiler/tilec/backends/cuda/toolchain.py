@@ -240,7 +240,9 @@ def file_sha256(path: Path, memo: Path | None = None) -> str:
 # into one of them changes it). An answer with a tool missing is not written down, since
 # then the nvidia-* wheels in site-packages, which are not watched, would also count.
 
-_IDENTITY: dict[Settings, dict[str, Any]] = {}  # loaded records, per Settings
+# Loaded records, per search inputs rather than per Settings: another cache directory (or
+# any other setting) finds the same tools, and must not run `ptxas --version` again.
+_IDENTITY: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
 def _before(dirs: list[Path], found: Path | None) -> list[Path]:
@@ -296,11 +298,12 @@ def identity(settings: Settings) -> dict[str, Any]:
     """{"ptxas": [path, version] or None, "libdevice": sha256 or None, ...}: what the cuda
     backend's cache keys hold of its tools. Remembered in `<cache>/tools/cuda-<digest>.json`
     (see above), so that a cache hit spawns no process and reads one small file."""
-    record = _IDENTITY.get(settings)
+    inputs = [str(settings.ptxas), str(settings.libdevice), str(settings.cuda_home), settings.path]
+    remembered = tuple(inputs)
+    record = _IDENTITY.get(remembered)
     if record is not None and unchanged(record["watch"]):
         return record
     memo = memo_dir(settings)
-    inputs = [str(settings.ptxas), str(settings.libdevice), str(settings.cuda_home), settings.path]
     entry = None
     if memo is not None:
         digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]
@@ -309,14 +312,14 @@ def identity(settings: Settings) -> dict[str, Any]:
             loaded = json.loads(entry.read_bytes())
             same = loaded.get("format") == 1 and loaded.get("inputs") == inputs
             if same and unchanged(loaded["watch"]):
-                _IDENTITY[settings] = loaded
+                _IDENTITY[remembered] = loaded
                 return loaded  # type: ignore[no-any-return]
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
     record = {**_compute_identity(settings, memo), "inputs": inputs}
     if record["ptxas"] is None or record["libdevice"] is None:
         return record  # searched again next time, as a tool may be installed meanwhile
-    _IDENTITY[settings] = record
+    _IDENTITY[remembered] = record
     if entry is not None:
         _remember(entry, record)
     return record

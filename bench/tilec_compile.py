@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,35 @@ def check(kernel: str, t: dict[str, Any]) -> float:
 
 
 # --------------------------------------------------------------------------- tilec, in process
+@contextlib.contextmanager
+def stage_clock() -> Iterator[dict[str, float]]:
+    """Each stage's time inside the tilec.compile calls made meanwhile (the stages timed on
+    their own, in tilec_stages, run outside a compile)."""
+    from tilec import compiler as tc
+
+    took: dict[str, float] = {}
+    plain = tc.Compiler._stages
+
+    def timed(self: Any, backend: Any, target: Any, opts: Any) -> dict[str, Any]:
+        def clock(name: str, stage: Any) -> Any:
+            def run(src: Any, ctx: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return stage(src, ctx)
+                finally:
+                    took[name] = took.get(name, 0.0) + time.perf_counter() - t0
+
+            return run
+
+        return {name: clock(name, stage) for name, stage in plain(self, backend, target, opts).items()}
+
+    tc.Compiler._stages = timed  # type: ignore[method-assign]
+    try:
+        yield took
+    finally:
+        tc.Compiler._stages = plain  # type: ignore[method-assign]
+
+
 def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
     import tilec
 
@@ -177,6 +207,7 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
     triton_ptxas = info.get("triton_ptxas")
     for name in TILEC_KERNELS:
         fresh, nocache, other_ptxas, build, nvj = [], [], [], [], []
+        within: dict[str, list[float]] = {}
         k = None
         nvj_error = None
         for r in range(reps):
@@ -188,10 +219,14 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
             assert k.cache_status == "miss", k.cache_status
             build.append(t1 - t0)
             fresh.append(t2 - t0)
-            t0 = time.perf_counter()
-            k2 = tilec.compile(tilec_module(name), target=target, settings=tilec_settings(None))
-            nocache.append(time.perf_counter() - t0)
+            with stage_clock() as inside:
+                t0 = time.perf_counter()
+                k2 = tilec.compile(tilec_module(name), target=target, settings=tilec_settings(None))
+                nocache.append(time.perf_counter() - t0)
             assert k2.cache_status == "disabled"
+            for stage, took in inside.items():
+                within.setdefault(stage, []).append(took)
+            within.setdefault("outside the stages", []).append(nocache[-1] - sum(inside.values()))
             if triton_ptxas:
                 t0 = time.perf_counter()
                 tilec.compile(
@@ -216,6 +251,7 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
         out[name] = {
             "cold_s": lib.stats(fresh),
             "cold_nocache_s": lib.stats(nocache),
+            "cold_nocache_within_s": {k: lib.stats(v) for k, v in within.items()},
             "cold_with_triton_ptxas_s": lib.stats(other_ptxas),
             "cold_cubin_via_nvjitlink_s": lib.stats(nvj),
             "nvjitlink_error": nvj_error,

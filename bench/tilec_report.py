@@ -76,6 +76,14 @@ def _corr(v: Any) -> str:
     return str(v)
 
 
+def _within(w: dict[str, Any] | None) -> list[str]:
+    """The cache-off compiles split by stage, timed inside tilec.compile (median ms)."""
+    if not w:
+        return []
+    rows = [[k, _ms(v.get("median"))] for k, v in w.items()]
+    return ["Inside the cache-off compiles (median ms):", "", _table(["part", "ms"], rows), ""]
+
+
 def compile_md(r: dict[str, Any]) -> str:
     lines = [
         "# Compile latency: tilec vs Triton",
@@ -112,6 +120,7 @@ def compile_md(r: dict[str, Any]) -> str:
             "",
             _table(["stage", "ms"], [[k, _ms(x) if isinstance(x, float) else x] for k, x in st.items()]),
             "",
+            *_within(v.get("cold_nocache_within_s")),
             f"PTX memory ops: {_ops(v.get('ptx_ops'))}",
             "",
         ]

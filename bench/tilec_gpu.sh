@@ -36,6 +36,7 @@ if [[ -n ${TILEC_BENCH_BASELINE:-} ]]; then
   if ((${#base[@]} == 1)) && "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$BSITE" "${base[0]}"; then
     echo "== baseline tilec for the warm hits: ${base[0]}"
     compile_args+=(--baseline-site "$BSITE")
+    BASELINE_SITE=$BSITE
   else
     echo "== no usable baseline wheel in $TILEC_BENCH_BASELINE"; rc=1
   fi
@@ -48,10 +49,10 @@ for b in compile launch bandwidth assembler; do
 done
 # The baseline's launch too, in $OUT/baseline: a before/after on the same machine (each run
 # also times raw cuLaunchKernel and Triton, so its ratios stand alone).
-if [[ -n ${BSITE:-} && ${compile_args[*]} == *--baseline-site* ]]; then
+if [[ -n ${BASELINE_SITE:-} ]]; then
   echo "== tilec_launch.py with the baseline tilec"
   mkdir -p "$OUT/baseline"
-  PYTHONPATH="$BSITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_launch.py" --out "$OUT/baseline" || rc=1
+  PYTHONPATH="$BASELINE_SITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_launch.py" --out "$OUT/baseline" || rc=1
   "$PY" "$REPO/bench/tilec_report.py" --dir "$OUT/baseline" || rc=1
 fi
 # Optional: a second tilec wheel (a prototype fix, say) for the cold compile only, in $OUT/proto.

@@ -77,14 +77,18 @@ def cc() -> str:
 def fake_cuda(cc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding a fake libcuda.so.1 (aot/fake_cuda.c) that counts and prints calls."""
     out = tmp_path_factory.mktemp("fake-cuda")
-    cmd = [
-        cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2", "-fPIC", "-shared",
-        f"-I{CUDA_INCLUDE}", "-o", str(out / "libcuda.so.1"), str(HERE / "aot" / "fake_cuda.c"),
-        "-Wl,-soname,libcuda.so.1",
-    ]
+    _shared_library(
+        cc, "aot/fake_cuda.c", out / "libcuda.so.1", "-pedantic", f"-I{CUDA_INCLUDE}", "-Wl,-soname,libcuda.so.1"
+    )
+    return out
+
+
+def _shared_library(cc: str, source: str, target: Path, *flags: str) -> None:
+    """Build one of the tests' C sources (under tests/native) into a shared library."""
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", *flags]
+    cmd += ["-o", str(target), str(HERE / source)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -93,14 +97,8 @@ def fake_dlpack(cc: str, tmp_path_factory: pytest.TempPathFactory) -> ModuleType
     table, as torch >= 2.10 does, without torch."""
     import sysconfig
 
-    out = tmp_path_factory.mktemp("fake-dlpack")
-    target = out / f"fake_dlpack{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
-    cmd = [
-        cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-        f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(HERE / "aot" / "fake_dlpack.c"),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
+    target = tmp_path_factory.mktemp("fake-dlpack") / f"fake_dlpack{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    _shared_library(cc, "aot/fake_dlpack.c", target, f"-I{sysconfig.get_paths()['include']}")
     spec = importlib.util.spec_from_file_location("fake_dlpack", target)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

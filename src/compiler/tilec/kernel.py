@@ -394,24 +394,23 @@ class CompiledKernel:
     def __getitem__(self, config: tuple[Any, Any]) -> Callable[..., None]:
         # A launch loop asks for the same configuration again and again: check it once. Only
         # exact ints are remembered, since 1.0 and True hash like 1 and must still be refused.
-        # The common case, two ints, is answered first in a few bytecodes.
+        # The common case, two ints, is told apart in a few bytecodes.
         if (
             type(config) is tuple
             and len(config) == 2
             and type(config[0]) is int
             and type(config[1]) is int
         ):
-            known = self._configs.get(config)
-            if known is not None:
-                return known
-        if not isinstance(config, tuple) or len(config) != 2:
+            exact = True
+        elif not isinstance(config, tuple) or len(config) != 2:
             raise TypeError("launch as kernel[grid, block](*args)")
-        grid, block = config
-        exact = _exact_dims(grid) and _exact_dims(block)
+        else:
+            exact = _exact_dims(config[0]) and _exact_dims(config[1])
         if exact:
             known = self._configs.get(config)
             if known is not None:
                 return known
+        grid, block = config
         launcher = self._make_launcher(*launch_config(grid, block))
         if exact:
             if len(self._configs) >= 256:  # a kernel launched on ever-new grids: stay small

@@ -77,11 +77,12 @@ def _corr(v: Any) -> str:
 
 
 def _within(w: dict[str, Any] | None) -> list[str]:
-    """The cache-off compiles split by stage, timed inside tilec.compile (median ms)."""
+    """The cache-off compiles split by stage, timed inside tilec.compile (ms). The spread is
+    shown: a ptxas process's time varies by several ms between compiles of the same PTX."""
     if not w:
         return []
-    rows = [[k, _ms(v.get("median"))] for k, v in w.items()]
-    return ["Inside the cache-off compiles (median ms):", "", _table(["part", "ms"], rows), ""]
+    rows = [[k, *(_ms(v.get(s)) for s in ("median", "min", "max"))] for k, v in w.items()]
+    return ["Inside the cache-off compiles (ms):", "", _table(["part", "median", "min", "max"], rows), ""]
 
 
 def compile_md(r: dict[str, Any]) -> str:

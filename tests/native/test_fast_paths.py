@@ -115,19 +115,30 @@ def test_tool_identity_is_found_once_per_process_for_any_cache_dir(
     from tilec.backends.cuda import toolchain
 
     monkeypatch.setattr(toolchain, "_IDENTITY", {})
+    monkeypatch.setattr(toolchain, "_MEMO", {})
     found: list[str] = []
+    versions: list[str] = []
     compute = toolchain._compute_identity
+    version = toolchain._ptxas_version
 
     def counting(settings: Any, memo: Any) -> Any:
         found.append(str(settings.ptxas))
         return compute(settings, memo)
 
+    def counting_version(path: Path) -> str:
+        versions.append(str(path))
+        return version(path)
+
     monkeypatch.setattr(toolchain, "_compute_identity", counting)
+    monkeypatch.setattr(toolchain, "_ptxas_version", counting_version)
     for name in ("a", "b"):
         env = {**settings_env, "TILEC_CACHE_DIR": str(tmp_path / name)}
         k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=tilec.Settings.from_env(env))
         assert k.cache_status == "miss"
+        assert k.metadata.ptxas_version not in (None, "", "unknown")
     assert len(found) == 1
+    # The PTX -> cubin stage asks for ptxas's version too: answered from the first directory's run.
+    assert versions == [settings_env["TILEC_PTXAS"]]
     other = tmp_path / "bin" / "ptxas"  # the same ptxas under another name: other inputs
     other.parent.mkdir()
     other.symlink_to(settings_env["TILEC_PTXAS"])

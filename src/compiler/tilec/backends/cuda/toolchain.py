@@ -163,23 +163,28 @@ def memo_dir(settings: Settings) -> Path | None:
 
 def _file_memo(kind: str, path: Path, memo: Path | None, compute: Callable[[], str]) -> str:
     """`compute()` for this file, remembered on disk under `memo` keyed by the file's
-    (path, mtime, size), so that a new process need not run or read the tool again."""
+    (path, mtime, size), so that a new process need not run or read the tool again.
+    In the process it is remembered whatever `memo` is: the file decides the answer, the
+    memo directory (the cache's) only where it is kept, and a compile into a new cache
+    directory must not run `ptxas --version` again."""
     st = path.stat()
-    key = (kind, str(path), st.st_mtime_ns, st.st_size, memo)
+    key = (kind, str(path), st.st_mtime_ns, st.st_size)
     value = _MEMO.get(key)
     if value is None:
-        value = _MEMO[key] = _file_memo_disk(key, compute)
+        value = _MEMO[key] = _file_memo_disk(key, memo, compute)
     return value
 
 
-_MEMO: dict[tuple[str, str, int, int, Path | None], str] = {}
+_MEMO: dict[tuple[str, str, int, int], str] = {}
 
 
-def _file_memo_disk(key: tuple[str, str, int, int, Path | None], compute: Callable[[], str]) -> str:
-    kind, _, _, _, memo = key
+def _file_memo_disk(
+    key: tuple[str, str, int, int], memo: Path | None, compute: Callable[[], str]
+) -> str:
+    kind = key[0]
     if memo is None:
         return compute()
-    ident = json.dumps(list(key[:4]))
+    ident = json.dumps(list(key))
     entry = memo / f"{kind}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json"
     try:
         data = json.loads(entry.read_bytes())

@@ -139,6 +139,11 @@ def test_tool_identity_is_found_once_per_process_for_any_cache_dir(
     assert len(found) == 1
     # The PTX -> cubin stage asks for ptxas's version too: answered from the first directory's run.
     assert versions == [settings_env["TILEC_PTXAS"]]
+    # What was found is still kept in the second cache, for the processes that use only it:
+    # the tools' identity (a hit) and ptxas's version (a compile).
+    for name in ("a", "b"):
+        kept = {p.name.split("-")[0] for p in (tmp_path / name / "tools").glob("*.json")}
+        assert {"cuda", "ptxas"} <= kept, (name, kept)
     other = tmp_path / "bin" / "ptxas"  # the same ptxas under another name: other inputs
     other.parent.mkdir()
     other.symlink_to(settings_env["TILEC_PTXAS"])

@@ -172,20 +172,32 @@ def _file_memo(kind: str, path: Path, memo: Path | None, compute: Callable[[], s
     value = _MEMO.get(key)
     if value is None:
         value = _MEMO[key] = _file_memo_disk(key, memo, compute)
+    elif memo is not None and (key, memo) not in _KEPT:
+        # Known here, not yet kept in this memo directory: write it down once, so that
+        # another process using this cache finds it.
+        ident = json.dumps(list(key))
+        _remember(_memo_entry(memo, key[0], ident), {"id": ident, "v": value})
+    if memo is not None:
+        _KEPT.add((key, memo))
     return value
 
 
 _MEMO: dict[tuple[str, str, int, int], str] = {}
+# (what, memo directory) pairs this process has read from or written to that directory.
+_KEPT: set[tuple[Any, Path]] = set()
+
+
+def _memo_entry(memo: Path, kind: str, ident: str) -> Path:
+    return memo / f"{kind}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json"
 
 
 def _file_memo_disk(
     key: tuple[str, str, int, int], memo: Path | None, compute: Callable[[], str]
 ) -> str:
-    kind = key[0]
     if memo is None:
         return compute()
     ident = json.dumps(list(key))
-    entry = memo / f"{kind}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json"
+    entry = _memo_entry(memo, key[0], ident)
     try:
         data = json.loads(entry.read_bytes())
         if isinstance(data, dict) and data.get("id") == ident and isinstance(data.get("v"), str):
@@ -307,17 +319,22 @@ def identity(settings: Settings) -> dict[str, Any]:
     remembered = tuple(inputs)
     record = _IDENTITY.get(remembered)
     if record is not None and unchanged(record["watch"]):
+        if settings.cache_enabled and (remembered, settings.cache_dir) not in _KEPT:
+            # Found for another cache directory: keep it in this one's memo too, once, so
+            # that a fresh process hitting this cache need not search and run ptxas.
+            _KEPT.add((remembered, settings.cache_dir))
+            _remember(_identity_entry(settings.cache_dir / "tools", inputs), record)
         return record
     memo = memo_dir(settings)
     entry = None
     if memo is not None:
-        digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]
-        entry = memo / f"cuda-{digest}.json"
+        entry = _identity_entry(memo, inputs)
         try:
             loaded = json.loads(entry.read_bytes())
             same = loaded.get("format") == 1 and loaded.get("inputs") == inputs
             if same and unchanged(loaded["watch"]):
                 _IDENTITY[remembered] = loaded
+                _KEPT.add((remembered, settings.cache_dir))
                 return loaded  # type: ignore[no-any-return]
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
@@ -327,4 +344,9 @@ def identity(settings: Settings) -> dict[str, Any]:
     _IDENTITY[remembered] = record
     if entry is not None:
         _remember(entry, record)
+        _KEPT.add((remembered, settings.cache_dir))
     return record
+
+
+def _identity_entry(memo: Path, inputs: list[str]) -> Path:
+    return memo / f"cuda-{hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:32]}.json"

@@ -8,7 +8,7 @@
 #   bash tests/gpu/runner.sh [--source ARCHIVE] [--out DIR] [--work DIR] [--jobs N]
 #                            [--wheelhouse DIR] [--wheels DIR] [--no-pack]
 #                            [--toolchain NAME] [--mirror DIR] [--bench] [--no-support]
-#                            [--again] [--tilec-bench [--baseline-src DIR]] [--compare-host] [--arch ARCH] [--qemu DIR]
+#                            [--again] [--tilec-bench [--baseline-src DIR]] [--cold-ab] [--compare-host] [--arch ARCH] [--qemu DIR]
 #                            [--llvm-version V] [--no-wheel] [--llvmlite SDIST] [--numba SDIST]
 #                            [--scale [--scale-tools DIR] [--scale-runs LIST] [--scale-hosts N] [--scale-slots N]]
 #
@@ -53,6 +53,10 @@
 #   --baseline-src  with --tilec-bench: another tilec source (e.g. `git archive REV src/compiler`), its wheel
 #                 built against the same tree and its warm hits measured beside this one's
 #                 (TILEC_BENCH_FRESH fresh processes each, 11)
+#   --cold-ab     with --baseline-src: tilec's cold compile with this wheel and with the baseline's, the two
+#                 taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds of HERMETIC_RUNNER_COLD_REPS compiles
+#                 (bench/tilec_compile.py --only cold: --out/cold-this/round-N, --out/cold-baseline/round-N;
+#                 a before/after of a change to the cold path on one machine)        (HERMETIC_RUNNER_COLD_AB=1)
 #   --compare-host  the variant again with the host compiler (timed beside the pinned toolchain's
 #                 build: host-record.json), tilec's wheel against it, and tilec's cold compile
 #                 with each wheel, the two taking turns for HERMETIC_RUNNER_COLD_ROUNDS rounds (4) of
@@ -99,6 +103,7 @@ SUPPORT=${HERMETIC_RUNNER_SUPPORT:-1}
 AGAIN=${HERMETIC_RUNNER_AGAIN:-0}
 TILEC_BENCH=${HERMETIC_RUNNER_TILEC_BENCH:-0}
 COMPARE_HOST=${HERMETIC_RUNNER_COMPARE_HOST:-0}
+COLD_AB=${HERMETIC_RUNNER_COLD_AB:-0}
 BENCH_COMPARE=${HERMETIC_RUNNER_BENCH_COMPARE:-toolchain}
 BENCH_VARIANT=${HERMETIC_RUNNER_BENCH_VARIANT:-support}
 COLD_ROUNDS=${HERMETIC_RUNNER_COLD_ROUNDS:-4}
@@ -140,6 +145,7 @@ while (($#)); do
     --again) AGAIN=1; shift ;;
     --tilec-bench) TILEC_BENCH=1; shift ;;
     --compare-host) COMPARE_HOST=1; shift ;;
+    --cold-ab) COLD_AB=1; shift ;;
     --variant) VARIANT=$2; shift 2 ;;
     --toolchain) TOOLCHAIN=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
@@ -160,6 +166,10 @@ while (($#)); do
   esac
 done
 
+if ((COLD_AB)) && [[ -z $BASELINE_SRC ]]; then
+  echo "runner: --cold-ab compares with the baseline: give its source with --baseline-src DIR" >&2
+  exit 2
+fi
 mkdir -p "$OUT" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd); WORK=$(cd "$WORK" && pwd)
 rm -rf "$OUT/done" "$OUT/steps.jsonl" "$OUT/facts.env" "$OUT/report.json" "$OUT/junit.xml" "$OUT"/*.whl "$OUT/wheel-record.json" \
@@ -609,16 +619,25 @@ if ((AGAIN)); then
 fi
 
 # --- 8. tilec against Triton and raw cuda-python with this wheel ----------------------------------
+# baseline_wheel: another tilec (an earlier src/compiler, --baseline-src) built against the same tree, once
+# (its log in --out/tilec-bench/baseline-wheel.log)
+baseline_wheel() {
+  [[ -f $WORK/baseline-dist/.built ]] && return 0
+  mkdir -p "$OUT/tilec-bench" || return 1
+  rm -rf "$WORK/baseline-dist"
+  wheel_into "$WORK/baseline-dist" "$WORK/baseline-hw" "$PREFIX" "${TC_ARGS[@]}" \
+    --project "$(cd "$BASELINE_SRC" && pwd)" >"$OUT/tilec-bench/baseline-wheel.log" 2>&1 \
+    || { tail -n 30 "$OUT/tilec-bench/baseline-wheel.log"; return 1; }
+  fact BASELINE_WHEEL "$(basename "$(one_wheel "$WORK/baseline-dist")")"
+  touch "$WORK/baseline-dist/.built"
+}
 tilec_bench() {
   mkdir -p "$OUT/tilec-bench" || return 1
   local base=()
   if [[ -n $BASELINE_SRC ]]; then
-    # another tilec (an earlier src/compiler) built against the same tree: its warm hits are measured beside
-    # this wheel's, fresh processes taking turns (bench/tilec_gpu.sh's TILEC_BENCH_BASELINE)
-    wheel_into "$WORK/baseline-dist" "$WORK/baseline-hw" "$PREFIX" "${TC_ARGS[@]}" \
-      --project "$(cd "$BASELINE_SRC" && pwd)" >"$OUT/tilec-bench/baseline-wheel.log" 2>&1 \
-      || { tail -n 30 "$OUT/tilec-bench/baseline-wheel.log"; return 1; }
-    fact BASELINE_WHEEL "$(basename "$(one_wheel "$WORK/baseline-dist")")"
+    # its warm hits are measured beside this wheel's, fresh processes taking turns (bench/tilec_gpu.sh's
+    # TILEC_BENCH_BASELINE)
+    baseline_wheel || return 1
     base=(TILEC_BENCH_BASELINE="$WORK/baseline-dist" TILEC_BENCH_FRESH="${TILEC_BENCH_FRESH:-11}")
   fi
   (cd "$REPO" && env -u PYTHONPATH "${base[@]}" OUT="$OUT/tilec-bench" BENCH_COMMIT="$(grep '^COMMIT=' "$FACTS" | cut -d= -f2-)" \
@@ -648,21 +667,33 @@ cold_compile() {
   (cd "$REPO" && env PYTHONPATH="$WORK/cold-$1/site" ${PTXAS:+TILEC_PTXAS="$PTXAS"} TILEC_CACHE_DIR="$WORK/cold-$1/cache" \
     "$PY" bench/tilec_compile.py --only cold --reps "$COLD_REPS" --out "$OUT/cold-$1/round-$2")
 }
-# The two wheels take turns (pinned, host; then host, pinned; ...), so that a slow stretch of the
-# machine falls on both: one wheel after the other gave ratios from 0.78 to 1.10 on three kernels.
-compare_host() {
-  local host_prefix pinned=${TOOLCHAIN:-default} r
-  host_prefix=$("$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1])); print(os.path.join(r["install_root"], r["prefix"].lstrip("/")))' "$OUT/host-record.json") || return 1
-  wheel_into "$WORK/dist-host" "$HOST_HW" "$host_prefix" --toolchain host || return 1
-  cold_site "$pinned" "$DIST" && cold_site host "$WORK/dist-host" || return 1
+# cold_rounds A B: the two wheels' cold compiles take turns (A, B; then B, A; ...), so that a slow stretch of
+# the machine falls on both: one wheel after the other gave ratios from 0.78 to 1.10 on three kernels.
+cold_rounds() {
+  local r
   for ((r = 1; r <= COLD_ROUNDS; r++)); do
     if ((r % 2)); then
-      cold_compile "$pinned" "$r" && cold_compile host "$r" || return 1
+      cold_compile "$1" "$r" && cold_compile "$2" "$r" || return 1
     else
-      cold_compile host "$r" && cold_compile "$pinned" "$r" || return 1
+      cold_compile "$2" "$r" && cold_compile "$1" "$r" || return 1
     fi
   done
 }
+compare_host() {
+  local host_prefix pinned=${TOOLCHAIN:-default}
+  host_prefix=$("$PY" -c 'import json,sys,os; r=json.load(open(sys.argv[1])); print(os.path.join(r["install_root"], r["prefix"].lstrip("/")))' "$OUT/host-record.json") || return 1
+  wheel_into "$WORK/dist-host" "$HOST_HW" "$host_prefix" --toolchain host || return 1
+  cold_site "$pinned" "$DIST" && cold_site host "$WORK/dist-host" || return 1
+  cold_rounds "$pinned" host
+}
+# --cold-ab: this wheel's cold compile beside the baseline's (--baseline-src), taking turns
+cold_ab() {
+  baseline_wheel && cold_site this "$DIST" && cold_site baseline "$WORK/baseline-dist" || return 1
+  cold_rounds this baseline
+}
+if ((COLD_AB)); then
+  if ((WHEEL_OK)); then step cold-ab cold_ab; else skip cold-ab "no wheel"; fi
+fi
 if ((COMPARE_HOST)); then
   if step build-host build_host; then
     if ((WHEEL_OK)); then step compare-host compare_host; else skip compare-host "no wheel"; fi

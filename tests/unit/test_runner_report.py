@@ -54,3 +54,29 @@ def test_a_single_run_without_rounds_still_reads(tmp_path: Path) -> None:
 
 def test_no_host_build_no_comparison(tmp_path: Path) -> None:
     assert report.compare_host(tmp_path, {"wall_time_s": 1.0}, None, "zig") is None
+
+
+def test_cold_ab_compares_with_the_baseline_and_with_triton(tmp_path: Path) -> None:
+    def run(name: str, r: int, tilec: list[float], triton: list[float]) -> None:
+        def entry(samples: list[float]) -> dict[str, Any]:
+            return {"cold_s": {"median": sorted(samples)[len(samples) // 2], "samples": samples}}
+
+        path = tmp_path / f"cold-{name}" / f"round-{r}" / "bench-compile.json"
+        path.parent.mkdir(parents=True)
+        cold = {"target": "sm_90", "vadd": entry(tilec), "vadd_v8": entry([2 * x for x in tilec])}
+        path.write_text(json.dumps({"cold_tilec": cold, "cold_triton": {"vadd": entry(triton)}}))
+
+    assert report.cold_ab(tmp_path) is None
+    run("this", 1, [20.0, 21.0], [60.0, 62.0])
+    run("baseline", 1, [25.0, 26.0], [61.0, 63.0])
+    run("baseline", 2, [27.0, 28.0], [64.0, 66.0])
+    run("this", 2, [22.0, 23.0], [65.0, 67.0])
+    got = report.cold_ab(tmp_path)
+    assert got is not None
+    assert got["rounds"] == {"this": 2, "baseline": 2}
+    # pooled medians: this 21.5, baseline 26.5; Triton's eight samples 63.5 (vadd_v8 is measured against vadd)
+    assert got["cold_compile_median_s"]["this"]["vadd"] == pytest.approx(21.5)
+    assert got["cold_compile_ratio"] == {"vadd": round(21.5 / 26.5, 3), "vadd_v8": round(43.0 / 53.0, 3)}
+    assert got["cold_compile_median_s"]["triton"] == {"vadd": pytest.approx(63.5)}
+    assert got["against_triton"]["this"] == {"vadd": round(21.5 / 63.5, 3), "vadd_v8": round(43.0 / 63.5, 3)}
+    assert got["against_triton"]["baseline"]["vadd"] == round(26.5 / 63.5, 3)

@@ -249,13 +249,14 @@ def junit(path: Path) -> dict[str, Any] | None:
 LLVM_STAGES = ("llir", "llir_opt", "ptx")
 
 
-def _cold_runs(out: Path, name: str) -> list[dict[str, Any]]:
-    """bench/tilec_compile.py's cold_tilec of every round with NAME's wheel (one run: cold-NAME/ itself)."""
+def _cold_runs(out: Path, name: str, part: str = "cold_tilec") -> list[dict[str, Any]]:
+    """bench/tilec_compile.py's cold_tilec (or `part`) of every round with NAME's wheel (one run: cold-NAME/
+    itself)."""
     base = out / f"cold-{name}"
     paths = sorted(base.glob("round-*/bench-compile.json"), key=lambda p: int(p.parent.name.split("-")[1]))
     if not paths and (base / "bench-compile.json").is_file():
         paths = [base / "bench-compile.json"]
-    return [json.loads(p.read_text()).get("cold_tilec") or {} for p in paths]
+    return [json.loads(p.read_text()).get(part) or {} for p in paths]
 
 
 def _cold_summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -308,6 +309,32 @@ def compare_host(out: Path, pinned: dict[str, Any] | None, host: dict[str, Any] 
         },
         "llvm_stages_ratio": _ratios(cold_pinned, cold_host, "llvm_stages_s"),
         "goal": "cold compile with the pinned toolchain's LLVM at most 1.05x the host-built LLVM's",
+    }
+
+
+def cold_ab(out: Path) -> dict[str, Any] | None:
+    """--cold-ab: tilec's cold compile with this wheel and with the baseline's, taking turns on this machine
+    (ratios: this/baseline, and each against Triton's cold compile in the same rounds)."""
+    runs_this, runs_base = _cold_runs(out, "this"), _cold_runs(out, "baseline")
+    if not runs_this and not runs_base:
+        return None
+    this, base = _cold_summary(runs_this), _cold_summary(runs_base)
+    triton = _cold_summary(_cold_runs(out, "this", "cold_triton") + _cold_runs(out, "baseline", "cold_triton"))
+    # Triton's kernel each of tilec's is measured against (bench/tilec_compile.py's ratios)
+    against = {k: "vadd" if k.startswith("vadd") else k for k in {**this, **base}}
+    return {
+        "rounds": {"this": len(runs_this), "baseline": len(runs_base)},
+        "cold_compile_median_s": {
+            "this": {k: v["cold_s"] for k, v in this.items()},
+            "baseline": {k: v["cold_s"] for k, v in base.items()},
+            "triton": {k: v["cold_s"] for k, v in triton.items()},
+        },
+        "cold_compile_ratio": _ratios(this, base, "cold_s"),
+        "against_triton": {
+            name: {k: round(v["cold_s"] / triton[t]["cold_s"], 3) for k, v in side.items()
+                   if v.get("cold_s") and (t := against[k]) in triton and triton[t].get("cold_s")}
+            for name, side in (("this", this), ("baseline", base))
+        },
     }
 
 
@@ -444,6 +471,8 @@ def main() -> int:
         "wheel_again": json.loads(again.read_text()) if (again := out / "wheel-again.json").is_file() else None,
         # --compare-host: the same variant with the host compiler, and tilec's cold compile with each LLVM
         "compare_host": compare_host(out, llvm, llvm_summary(out / "host-record.json"), facts.get("TOOLCHAIN") or "default"),
+        # --cold-ab: tilec's cold compile beside the baseline's (--baseline-src)
+        "cold_ab": cold_ab(out),
         # --tilec-bench: what bench/tilec_gpu.sh wrote
         "tilec_bench": sorted(p.name for p in (out / "tilec-bench").glob("*")) if (out / "tilec-bench").is_dir() else None,
     }

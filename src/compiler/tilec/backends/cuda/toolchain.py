@@ -175,8 +175,8 @@ def _file_memo(kind: str, path: Path, memo: Path | None, compute: Callable[[], s
     elif memo is not None and (key, memo) not in _KEPT:
         # Known here, not yet kept in this memo directory: write it down once, so that
         # another process using this cache finds it.
-        ident = json.dumps(list(key))
-        _remember(_memo_entry(memo, key[0], ident), {"id": ident, "v": value})
+        entry, ident = _memo_entry(memo, key)
+        _remember(entry, {"id": ident, "v": value})
     if memo is not None:
         _KEPT.add((key, memo))
     return value
@@ -187,8 +187,10 @@ _MEMO: dict[tuple[str, str, int, int], str] = {}
 _KEPT: set[tuple[Any, Path]] = set()
 
 
-def _memo_entry(memo: Path, kind: str, ident: str) -> Path:
-    return memo / f"{kind}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json"
+def _memo_entry(memo: Path, key: tuple[str, str, int, int]) -> tuple[Path, str]:
+    """The memo file of `key` under `memo`, and the id the file records."""
+    ident = json.dumps(list(key))
+    return memo / f"{key[0]}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}.json", ident
 
 
 def _file_memo_disk(
@@ -196,8 +198,7 @@ def _file_memo_disk(
 ) -> str:
     if memo is None:
         return compute()
-    ident = json.dumps(list(key))
-    entry = _memo_entry(memo, key[0], ident)
+    entry, ident = _memo_entry(memo, key)
     try:
         data = json.loads(entry.read_bytes())
         if isinstance(data, dict) and data.get("id") == ident and isinstance(data.get("v"), str):
@@ -318,14 +319,14 @@ def identity(settings: Settings) -> dict[str, Any]:
     inputs = [str(settings.ptxas), str(settings.libdevice), str(settings.cuda_home), settings.path]
     remembered = tuple(inputs)
     record = _IDENTITY.get(remembered)
+    memo = memo_dir(settings)
     if record is not None and unchanged(record["watch"]):
-        if settings.cache_enabled and (remembered, settings.cache_dir) not in _KEPT:
+        if memo is not None and (remembered, memo) not in _KEPT:
             # Found for another cache directory: keep it in this one's memo too, once, so
             # that a fresh process hitting this cache need not search and run ptxas.
-            _KEPT.add((remembered, settings.cache_dir))
-            _remember(_identity_entry(settings.cache_dir / "tools", inputs), record)
+            _KEPT.add((remembered, memo))
+            _remember(_identity_entry(memo, inputs), record)
         return record
-    memo = memo_dir(settings)
     entry = None
     if memo is not None:
         entry = _identity_entry(memo, inputs)
@@ -334,7 +335,7 @@ def identity(settings: Settings) -> dict[str, Any]:
             same = loaded.get("format") == 1 and loaded.get("inputs") == inputs
             if same and unchanged(loaded["watch"]):
                 _IDENTITY[remembered] = loaded
-                _KEPT.add((remembered, settings.cache_dir))
+                _KEPT.add((remembered, memo))
                 return loaded  # type: ignore[no-any-return]
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass
@@ -342,9 +343,9 @@ def identity(settings: Settings) -> dict[str, Any]:
     if record["ptxas"] is None or record["libdevice"] is None:
         return record  # searched again next time, as a tool may be installed meanwhile
     _IDENTITY[remembered] = record
-    if entry is not None:
+    if memo is not None and entry is not None:
         _remember(entry, record)
-        _KEPT.add((remembered, settings.cache_dir))
+        _KEPT.add((remembered, memo))
     return record
 
 

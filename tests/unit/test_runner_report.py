@@ -80,3 +80,17 @@ def test_cold_ab_compares_with_the_baseline_and_with_triton(tmp_path: Path) -> N
     assert got["cold_compile_median_s"]["triton"] == {"vadd": pytest.approx(63.5)}
     assert got["against_triton"]["this"] == {"vadd": round(21.5 / 63.5, 3), "vadd_v8": round(43.0 / 63.5, 3)}
     assert got["against_triton"]["baseline"]["vadd"] == round(26.5 / 63.5, 3)
+
+
+def test_cold_ab_without_a_baseline_is_refused_before_any_work(tmp_path: Path) -> None:
+    import subprocess
+
+    runner = Path(__file__).resolve().parents[1] / "gpu" / "runner.sh"
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["bash", str(runner), "--cold-ab", "--out", str(out), "--work", str(tmp_path / "work")],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--baseline-src" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()  # nothing made, nothing removed

@@ -31,9 +31,11 @@ The floor: children that start like a hit child (tilec imported, the module buil
 do, in straight-line code, only what any hit through a shortcut that keeps its checks must do:
 open and read the shortcut file (the same file a hit reads), check the BLAKE2b digest of the
 bytes a launch needs (the shortcut's lines, the entry's JSON line and the cubin: what tilec checks
-on a hit; the earlier stages are checked when first asked for), stat every watched path, parse
-the entry's JSON line (the metadata), all in Python (hashlib). Timed beside it
-in the same child: tilec making the kernel object from those bytes (payload -> kernel).
+on a hit; the earlier stages are checked when first asked for), stat every watched path, split
+the shortcut's head line (the kernel's name and parameters), all in Python (hashlib). Before
+tilec's shortcuts had a head, the floor parsed the entry's JSON line instead (reports before
+2026-11-27). Timed beside it in the same child: tilec making the kernel object from those bytes
+(head -> kernel).
 
 Writes bench-compile.json; prints a table of ratios last.
 """
@@ -655,13 +657,17 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             reader = "C" if tcache._hit is not None else "Python"
             lap(f"read the shortcut, check its digest up to the cubin, stat its tools ({reader})")
             key = record.key
-            entry = tcache.decode(key, record.entry, verify=False, checked=record.hot)
-            lap("the entry's JSON line")
-            assert entry is not None
             rest = functools.partial(c._rest, sid, record)
-            asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class, rest)
-            backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=c.settings)
-            lap("payload -> kernel")
+            head_kernel = getattr(c, "_head_kernel", None)  # a baseline's tilec may have none
+            if head_kernel is not None and head_kernel(record, opts, backend, tgt, rest) is not None:
+                lap("head + the cubin's copy -> kernel (no JSON; metadata on first access)")
+            else:
+                entry = tcache.decode(key, record.entry, verify=False, checked=record.hot)
+                lap("the entry's JSON line")
+                assert entry is not None
+                asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class, rest)
+                backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=c.settings)
+                lap("payload -> kernel")
             parts = {n: b - a for n, a, b in zip(names, clock, clock[1:], strict=False)}
             parts["total"] = clock[-1] - clock[0]
             rounds.append(parts)
@@ -725,14 +731,13 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     settings = tilec_settings(cache)
     tilec_module(kernel)  # the same process state as a hit child's
     path, watch = spec["file"], spec["watch"]
-    decoder = json.JSONDecoder()
     clock = time.perf_counter
     t0 = clock()
     with open(path, "rb") as f:
         raw = f.read()
     t1 = clock()
-    # shortcut header, key, base, "<hot> <length> <rest digest>", count, the watched paths, the entry
-    lines = raw.split(b"\n", 5 + len(watch))
+    # header, key, base, "<hot> <length> <rest digest>", head, count, the watched paths, the entry
+    lines = raw.split(b"\n", 6 + len(watch))
     hot = int(lines[3].split(b" ", 1)[0])
     head, start = len(lines[0]), len(raw) - len(lines[-1])
     checked = memoryview(raw)[head + 1 : start + hot]  # through the end of the cubin
@@ -741,31 +746,34 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     for p in watch:
         os.stat(p)
     t3 = clock()
-    index, _ = decoder.raw_decode(lines[-1].split(b"\n", 2)[1].decode())  # the entry's JSON line
+    first, order, text, name, types, names = lines[4].decode().split("\t")  # the head line
+    order_t, text_t, signature = order.split(","), text.split(","), types.split(",")
+    param_names = names.split(",") if names else []
+    del text_t, param_names  # split as a hit splits its head; not used here
     t4 = clock()
-    if not good or not isinstance(index, dict):
-        raise AssertionError("the shortcut's digest or JSON line is not what the floor expects")
-    # tilec's part: the kernel object from the entry (the same calls Compiler.lookup makes).
+    if not good or not name or first not in order_t or not signature:
+        raise AssertionError("the shortcut's digest or head line is not what the floor expects")
+    # tilec's part: the kernel object from those bytes (the call Compiler.lookup makes).
     from tilec import cache as tcache
     from tilec import compiler as tc
 
+    c = tc.Compiler(settings)
     backend = CudaBackend()
     opts = tilec.CompileOptions(target=target())
     tgt = backend.quick_target(target(), opts)
-    key = lines[1].decode()
-    entry = tcache.decode(key, lines[-1], verify=False, checked=hot)
-    assert entry is not None and tgt is not None
+    record = tcache.decode_shortcut(raw)
+    assert record is not None and record.head is not None and tgt is not None
+    rest = lambda: tcache.decode(record.key, record.entry, verify=False).parts  # noqa: E731 (never called here)
     t5 = clock()
-    rest = lambda: tcache.decode(key, lines[-1], verify=False).parts  # noqa: E731 (never called here)
-    asm, md = tc.CompiledKernel._parse_payload(entry.payload, entry.parts, backend.metadata_class, rest)
-    backend.make_kernel(asm, md, opts, key, "hit", tgt, settings=settings)
+    made = c._head_kernel(record, opts, backend, tgt, rest)
     t6 = clock()
+    assert made is not None and made.name == name
     return {
         "floor_s": t4 - t0,
         "read_s": t1 - t0,
         "digest_s": t2 - t1,
         "stat_s": t3 - t2,
-        "json_s": t4 - t3,
+        "head_s": t4 - t3,
         "watched": len(watch),
         "bytes": len(raw),
         "kernel_object_s": t6 - t5,
@@ -865,7 +873,7 @@ def warm(
             raise AssertionError(f"{key}: expected cache hits, got {statuses}")
         fields = ("compile_hit_s", "first_launch_s", "first_call_total_s", "hit_in_process_s")
         if key.startswith("floor"):
-            fields = ("floor_s", "read_s", "digest_s", "stat_s", "json_s", "kernel_object_s")
+            fields = ("floor_s", "read_s", "digest_s", "stat_s", "head_s", "kernel_object_s")
         summary[key] = {f: lib.stats([r[f] for r in runs if r.get(f) is not None]) for f in fields}
         if key.startswith("floor"):
             summary[key]["watched"] = runs[0]["watched"]
@@ -983,13 +991,13 @@ def floor_table(summ: dict[str, Any]) -> list[list[Any]]:
     env = "tilec-hit-env-shortcut"
     row(f"tilec hit, Settings from the environment ({env})", env, "compile_hit_s")
     row(f"baseline tilec hit, Settings from the environment ({BASELINE}{env})", BASELINE + env, "compile_hit_s")
-    row("floor: read + digest + stat + JSON line", floor_kind, "floor_s")
+    row("floor: read + digest + stat + head line", floor_kind, "floor_s")
     row("  read the shortcut file", floor_kind, "read_s")
     row("  BLAKE2b of its bytes", floor_kind, "digest_s")
     watched = summ.get(f"{floor_kind}:vadd", {}).get("watched")
     row(f"  stat the {watched} watched paths", floor_kind, "stat_s")
-    row("  the entry's JSON line", floor_kind, "json_s")
-    row("tilec's kernel object from those bytes (payload -> kernel)", floor_kind, "kernel_object_s")
+    row("  the shortcut's head line", floor_kind, "head_s")
+    row("tilec's kernel object from those bytes (head -> kernel)", floor_kind, "kernel_object_s")
     ratios = []
     for k in TRITON_KERNELS:
         a, b = med(f"{hit_kind}:{k}", "compile_hit_s"), med(f"{floor_kind}:{k}", "floor_s")

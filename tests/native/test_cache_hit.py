@@ -69,8 +69,18 @@ else:
 if os.environ.get("SHORTCUT") == "1":
     compiler._as_ir = refuse("printing the IR")
     json.dumps = refuse("json.dumps")
+    real_json = tilec_cache._JSON
+    class Parsed:  # the shortcut's head answers: the entry's JSON line waits for .metadata
+        def raw_decode(self, *a, **kw):
+            parsed.append(1)
+            return real_json.raw_decode(*a, **kw)
+    parsed = []
+    tilec_cache._JSON = Parsed()
 k = tilec.compile(module, target="sm_90", source_key="vadd-v1")
 assert native_reader, "tilec._hit was not built"
+if os.environ.get("SHORTCUT") == "1" and k.cache_status == "hit":
+    assert not parsed, "JSON parsed on a hit through a shortcut"
+    assert k.metadata.name == k.name == "vadd" and parsed  # read now, on first access
 print("RESULT", k.cache_status, k.key, "tilec._core" in sys.modules, len(spawned), len(opened))
 """
 
@@ -442,6 +452,86 @@ def test_shortcut_format(tilec: ModuleType, tmp_path: Path) -> None:
     assert c.get_shortcut("ef" * 32) is None and not path.exists()
 
 
+def test_shortcut_heads(tilec: ModuleType) -> None:
+    """A head line holds the names a kernel object needs; names a line cannot hold give "-"."""
+    from tilec import cache
+
+    head = ("cubin", ("llir", "ptx", "cubin"), ("llir", "ptx"), "vadd__n_1024", ("ptr addrspace(1)", "i32"), ("a", "n"))
+    line = cache.encode_head(head)
+    assert line == b"cubin\tllir,ptx,cubin\tllir,ptx\tvadd__n_1024\tptr addrspace(1),i32\ta,n"
+    assert cache.decode_head(line) == head
+    # Trailing unnamed parameters are left out (Signature.from_llvm pads with them).
+    assert cache.decode_head(cache.encode_head((*head[:5], ("", "n", "", "")))) == (*head[:5], ("", "n"))
+    assert cache.decode_head(cache.encode_head((*head[:5], ("",)))) == (*head[:5], ())
+    for bad in (
+        None,
+        (*head[:3], "tab\tname", *head[4:]),
+        (*head[:3], "new\nline", *head[4:]),
+        (*head[:4], ("{i32, i32}",), head[5]),
+        (*head[:5], ("a,b",)),
+        ("", *head[1:]),
+        (head[0], ("llir", ""), *head[2:]),
+    ):
+        assert cache.encode_head(bad) == b"-"
+        assert cache.decode_head(b"-") is None
+    for bad_line in (b"", b"a\tb", b"\xff\tb\tc\td\te\tf"):
+        with pytest.raises(ValueError):
+            cache.decode_head(bad_line)
+
+
+def test_a_hit_through_the_head_reads_metadata_on_first_access(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    hit = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert hit.cache_status == "hit" and hit._metadata is None  # nothing parsed yet
+    assert (hit.name, hit.signature) == (first.name, first.signature)
+    assert hit.asm["cubin"] == first.asm["cubin"] and hit._metadata is None
+    assert hit.metadata == first.metadata and hit._metadata is not None
+    assert hit.asm == first.asm
+
+
+def test_a_shortcut_without_a_head_hits_through_the_json_line(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    path = _shortcut_file(settings)
+    record = cache.decode_shortcut(path.read_bytes())
+    assert record is not None and record.head is not None
+    headless = cache.encode_shortcut(record.key, record.base, None, record.entry, None)
+    assert headless is not None
+    path.write_bytes(headless)
+    hit = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert hit.cache_status == "hit" and hit._metadata is not None and hit.metadata == first.metadata
+    assert hit.asm == first.asm
+
+
+def test_metadata_behind_a_head_that_cannot_be_read_is_a_clear_error(
+    tilec: ModuleType, kernels: ModuleType, settings: Any
+) -> None:
+    """Bytes the digest vouches for, with metadata this tilec cannot make (a key that is no
+    field): the hit still launches what it checked; asking for the metadata says what to do."""
+    from tilec import cache
+
+    first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    path = _shortcut_file(settings)
+    record = cache.decode_shortcut(path.read_bytes())
+    assert record is not None
+    entry = cache.decode(record.key, record.entry)
+    assert entry is not None
+    payload = {**entry.payload, "metadata": {**entry.payload["metadata"], "nope": 1}}
+    odd = cache.encode(record.key, payload, entry.parts)
+    data = cache.encode_shortcut(record.key, record.base, None, odd, record.head)
+    assert data is not None
+    path.write_bytes(data)
+    hit = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert hit.cache_status == "hit" and hit.asm["cubin"] == first.asm["cubin"]
+    with pytest.raises(tilec.CacheError, match=r"metadata of kernel .* cannot be read .* rebuild it"):
+        _ = hit.metadata
+
+
 def test_the_c_reader_agrees_with_the_python_one(
     tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path
 ) -> None:
@@ -478,7 +568,31 @@ def test_the_c_reader_agrees_with_the_python_one(
         "watch absent, still": [[str(tmp_path / "none"), [-1, -1]]],
         "no watch": None,
     }.items():
-        variants[name] = cache.encode_shortcut(record.key, record.base, watch, entry)
+        variants[name] = cache.encode_shortcut(record.key, record.base, watch, entry, record.head)
+    # Heads: none, empty lists and unnamed parameters, text beyond ASCII, and lines that are not
+    # heads (their digest made anew, so that only the head's own check can refuse them).
+    assert record.head is not None and record.head[3] == "vadd"
+    heads = {
+        "no head": None,
+        "empty lists": ("cubin", ("cubin",), (), "k", (), ()),
+        "unnamed": ("ptx", ("ptx",), ("ptx",), "k", ("i32", "ptr", "float"), ("", "b")),
+        "not ascii": ("cubin", ("cubin",), (), "kérnel_λ", ("i32",), ("n",)),
+    }
+    for name, head in heads.items():
+        variants[name] = cache.encode_shortcut(record.key, record.base, None, entry, head)
+    good = variants["no head"]
+    assert good is not None
+    for name, line in {
+        "head, five fields": b"a\tb\tc\td\te",
+        "head, seven fields": b"a\tb\tc\td\te\tf\tg",
+        "head, not text": b"a\tb\tc\t\xff\te\tf",
+        "head, empty": b"",
+    }.items():
+        lines = good.split(b"\n")
+        lines[4] = line
+        body = b"\n".join(lines[1:])
+        covered = len(body) - len(entry) + record.hot
+        variants[name] = lines[0][:17] + cache.digest_bytes(memoryview(body)[:covered]) + b"\n" + body
     for name, data in variants.items():
         path = tmp_path / f"shortcut-{len(name)}-{abs(hash(name))}"
         if data is not None:
@@ -491,7 +605,7 @@ def test_the_c_reader_agrees_with_the_python_one(
             assert native is False, name
         else:
             trusted = python.watch is not None and cache.same_state(python.watch)
-            want = (python.key, python.base, trusted, python.entry, python.hot, python.rest)
+            want = (python.key, python.base, trusted, python.entry, python.hot, python.rest, python.head)
             assert native == want, name
     assert cache._hit.read_shortcut(str(tmp_path / "variants" / "missing")) is None
 

@@ -124,7 +124,7 @@ static void blake2b_256_hex(const unsigned char *data, size_t n, char out[64]) {
 
 /* ---- the shortcut ---------------------------------------------------------------------- */
 
-static const char MAGIC[] = "tilec-shortcut 3 ";
+static const char MAGIC[] = "tilec-shortcut 4 ";
 #define MAGIC_LEN (sizeof MAGIC - 1)
 #define HEAD (MAGIC_LEN + 64)
 
@@ -194,8 +194,8 @@ static char *read_file(const char *path, size_t *size) {
 
 /* What the shortcut's bytes say; 0 where they are not a whole, unaltered shortcut. */
 typedef struct {
-  const char *key, *base, *rest, *entry;
-  size_t base_len, entry_len;
+  const char *key, *base, *rest, *entry, *head;
+  size_t base_len, entry_len, head_len;
   long long hot;
   int trusted;
 } parsed;
@@ -220,6 +220,13 @@ static int parse(const char *raw, size_t size, parsed *out) {
       (size_t)(line + len - sp2 - 1) != 64)
     return 0;
   out->rest = sp2 + 1;
+  /* The head: "-", or six fields separated by tabs (decoded by head_tuple). */
+  if (!next_line(&at, end, &line, &len)) return 0;
+  size_t tabs = 0;
+  for (size_t i = 0; i < len; i++) tabs += line[i] == '\t';
+  if (!(len == 1 && line[0] == '-') && tabs != 5) return 0;
+  out->head = line;
+  out->head_len = len;
   const char *count_line;
   size_t count_len;
   if (!next_line(&at, end, &count_line, &count_len)) return 0;
@@ -258,8 +265,45 @@ static int parse(const char *raw, size_t size, parsed *out) {
   return 1;
 }
 
+/* A head's list field as a tuple of str: items separated by ',', none for an empty field
+   (cache.decode_head). */
+static PyObject *items_tuple(const char *p, size_t n) {
+  Py_ssize_t count = 0;
+  if (n > 0) {
+    count = 1;
+    for (size_t i = 0; i < n; i++) count += p[i] == ',';
+  }
+  PyObject *items = PyTuple_New(count);
+  const char *end = p + n;
+  for (Py_ssize_t i = 0; items != NULL && i < count; i++) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    const char *stop = comma != NULL ? comma : end;
+    PyObject *item = PyUnicode_DecodeUTF8(p, stop - p, NULL);
+    if (item == NULL || PyTuple_SetItem(items, i, item) != 0) Py_CLEAR(items);
+    p = stop + 1;
+  }
+  return items;
+}
+
+/* The head line as cache.decode_head returns it: None for "-", else (first part, order,
+   text stages, name, types, names); parse() has counted its five tabs. */
+static PyObject *head_tuple(const char *p, size_t n) {
+  if (n == 1 && p[0] == '-') Py_RETURN_NONE;
+  PyObject *head = PyTuple_New(6);
+  const char *end = p + n;
+  for (Py_ssize_t i = 0; head != NULL && i < 6; i++) {
+    const char *tab = memchr(p, '\t', (size_t)(end - p));
+    const char *stop = tab != NULL ? tab : end;
+    PyObject *field = (i == 0 || i == 3) ? PyUnicode_DecodeUTF8(p, stop - p, NULL)
+                                         : items_tuple(p, (size_t)(stop - p));
+    if (field == NULL || PyTuple_SetItem(head, i, field) != 0) Py_CLEAR(head);
+    p = stop + 1;
+  }
+  return head;
+}
+
 /* read_shortcut(path) -> None (no file), False (damaged: the caller removes it), or
-   (key, base, trusted, entry, hot, rest digest). */
+   (key, base, trusted, entry, hot, rest digest, head). */
 static PyObject *read_shortcut(PyObject *self, PyObject *arg) {
   (void)self;
   PyObject *encoded = NULL;
@@ -277,11 +321,14 @@ static PyObject *read_shortcut(PyObject *self, PyObject *arg) {
     result = Py_False;
     Py_INCREF(result);
   } else {
-    result = Py_BuildValue("(s#s#Ny#Ly#)", p.key, (Py_ssize_t)64, p.base, (Py_ssize_t)p.base_len,
-                           PyBool_FromLong(p.trusted), p.entry, (Py_ssize_t)p.entry_len, p.hot,
-                           p.rest, (Py_ssize_t)64);
+    PyObject *head = head_tuple(p.head, p.head_len);
+    result = head == NULL ? NULL
+                          : Py_BuildValue("(s#s#Ny#Ly#N)", p.key, (Py_ssize_t)64, p.base,
+                                          (Py_ssize_t)p.base_len, PyBool_FromLong(p.trusted),
+                                          p.entry, (Py_ssize_t)p.entry_len, p.hot, p.rest,
+                                          (Py_ssize_t)64, head);
     if (result == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-      PyErr_Clear(); /* a base that is not text: damaged, as decode_shortcut says */
+      PyErr_Clear(); /* a base or head that is not text: damaged, as decode_shortcut says */
       result = Py_False;
       Py_INCREF(result);
     }

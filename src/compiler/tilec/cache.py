@@ -16,10 +16,11 @@ named (`Backend.tool_watch`). A hit through a shortcut therefore neither prints 
 nor asks the backend for its tools; when a watched file changed, the key is made anew.
 A shortcut carries a copy of its entry, so that such a hit opens and reads one file:
 
-    tilec-shortcut 3 <digest of what follows, up to the end of the entry's first part>
+    tilec-shortcut 4 <digest of what follows, up to the end of the entry's first part>
     <key>
     <digest of the key's other parts (see Compiler.key_base)>
     <n> <the entry's length> <digest of the entry's bytes after its first n>
+    <the kernel's head, or - for none: see below>
     <number of watched paths, or - for none>
     <mtime_ns> <size> <path>            one line per watched path
     <the entry's bytes, as in its own file>
@@ -27,7 +28,14 @@ A shortcut carries a copy of its entry, so that such a hit opens and reads one f
 An entry holds its last stage (what a kernel loads) as its first part, so a hit checks the
 shortcut's lines, the entry's JSON line and that stage by the first digest, and the other
 stages by the second when they are first asked for (`kernel.Stages`). Plain lines and
-numbers, no JSON: a hit parses one JSON line (the entry's payload).
+numbers, no JSON.
+
+The head is what a kernel object needs before its first launch, six fields separated by tabs:
+the entry's first part's name, the stages in order, the text stages, the kernel's name, its
+parameters' types and their names (lists separated by commas; an empty field, none). With it
+a hit parses no JSON at all: the metadata is read from the entry's JSON line when it is first
+asked for (`CompiledKernel.metadata`). A kernel whose names a line cannot hold (a tab, a
+comma, a newline) gets "-", and its hit parses the JSON line as before.
 
 Digests are BLAKE2b (256 bits), not SHA-256: both come with Python, but hashlib's sha256 is
 OpenSSL's, whose first use in a process cost ~50 µs on the dev machine (a sixth of a hit's
@@ -56,7 +64,7 @@ except ImportError:  # pragma: no cover - a source tree without the extension
 
 FORMAT = 3
 MAGIC = b"tilec-cache 3 "
-SHORTCUT_MAGIC = b"tilec-shortcut 3 "
+SHORTCUT_MAGIC = b"tilec-shortcut 4 "
 Status = Literal["hit", "miss", "corrupt", "disabled"]
 _HEX = frozenset("0123456789abcdef")
 _JSON = json.JSONDecoder()
@@ -103,6 +111,10 @@ class Entry(NamedTuple):
     raw: bytes  # the entry's bytes as stored (a shortcut carries a copy)
 
 
+# (first part, stages in order, text stages, kernel name, parameter types, parameter names)
+Head = tuple[str, tuple[str, ...], tuple[str, ...], str, tuple[str, ...], tuple[str, ...]]
+
+
 class Shortcut(NamedTuple):
     key: str
     base: str
@@ -111,6 +123,51 @@ class Shortcut(NamedTuple):
     entry: bytes
     hot: int  # how many of the entry's first bytes the shortcut's digest covers
     rest: bytes  # the digest of the entry's other bytes, checked when they are used
+    head: Head | None = None  # what a kernel object needs (see the module's docstring)
+
+
+def encode_head(head: Head | None) -> bytes:
+    """A shortcut's head line; "-" for none, or for names that a line cannot hold."""
+    if head is None:
+        return b"-"
+    first, order, text, name, types, names = head
+    # Trailing unnamed parameters are what Signature.from_llvm pads with: left out, so that an
+    # empty field stays "no names" and a lone unnamed parameter needs no spelling of its own.
+    names = tuple(names)
+    while names and not names[-1]:
+        names = names[:-1]
+    fields = [first, ",".join(order), ",".join(text), name]
+    fields += [",".join(types), ",".join(names)]
+    if any("\t" in f or "\n" in f for f in fields) or not first or not name:
+        return b"-"
+    for items in (order, text, types):
+        if any(not item or "," in item for item in items):
+            return b"-"
+    if any("," in item for item in names):
+        return b"-"
+    return "\t".join(fields).encode()
+
+
+def decode_head(line: bytes) -> Head | None:
+    """The head of `encode_head`'s line; ValueError where it is not one."""
+    if line == b"-":
+        return None
+    fields = line.decode().split("\t")
+    if len(fields) != 6:
+        raise ValueError("a shortcut's head has six fields")
+
+    def items(field: str) -> tuple[str, ...]:
+        return tuple(field.split(",")) if field else ()
+
+    first, order, text, name, types, names = fields
+    return first, items(order), items(text), name, items(types), items(names)
+
+
+def first_part(entry: bytes, hot: int) -> bytes | None:
+    """The entry's first part (its bytes up to `hot`, after the JSON line); None where the
+    JSON line does not end before `hot`."""
+    start = entry.find(b"\n", len(MAGIC) + 65) + 1
+    return entry[start:hot] if 0 < start <= hot else None
 
 
 def encode(key: str, payload: Mapping[str, Any], parts: Mapping[str, bytes]) -> bytes:
@@ -172,13 +229,14 @@ def hot_length(entry: bytes) -> int:
 
 
 def encode_shortcut(
-    key: str, base: str, watch: list[list[Any]] | None, entry: bytes
+    key: str, base: str, watch: list[list[Any]] | None, entry: bytes, head: Head | None = None
 ) -> bytes | None:
     """A shortcut's bytes (see the module's docstring); None for a watch list that a line
     cannot hold (a path with a newline)."""
     hot = hot_length(entry)
     rest_digest = digest_bytes(memoryview(entry)[hot:])
     lines = [key.encode(), base.encode(), b"%d %d %s" % (hot, len(entry), rest_digest)]
+    lines.append(encode_head(head))
     if watch is None:
         lines.append(b"-")
     else:
@@ -200,9 +258,10 @@ def decode_shortcut(raw: bytes) -> Shortcut | None:
     if raw[: len(SHORTCUT_MAGIC)] != SHORTCUT_MAGIC or raw[head : head + 1] != b"\n":
         return None
     try:
-        _, key, base, split, count, rest = raw.split(b"\n", 5)
+        _, key, base, split, head_line, count, rest = raw.split(b"\n", 6)
         hot_text, length, rest_digest = split.split(b" ")
         hot = int(hot_text)
+        kernel_head = decode_head(head_line)
         watch: list[tuple[bytes, int, int]] | None = None
         if count != b"-":
             n = int(count)
@@ -222,8 +281,8 @@ def decode_shortcut(raw: bytes) -> Shortcut | None:
         text_key = key.decode()
         if not _is_key(text_key):
             return None
-        return Shortcut(text_key, base.decode(), watch, rest, hot, rest_digest)
-    except ValueError:  # a wrong count or number, or bytes that are not text
+        return Shortcut(text_key, base.decode(), watch, rest, hot, rest_digest, kernel_head)
+    except ValueError:  # a wrong count, number or head, or bytes that are not text
         return None
 
 
@@ -327,20 +386,26 @@ class Cache:
         if found is False:
             self.drop_shortcut(shortcut)
             return None
-        key, base, trusted, entry, hot, rest = found
-        return Shortcut(key, base, None, entry, hot, rest), trusted
+        key, base, trusted, entry, hot, rest, head = found
+        return Shortcut(key, base, None, entry, hot, rest, head), trusted
 
     def drop_shortcut(self, shortcut: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self._shortcut_file(shortcut))
 
     def put_shortcut(
-        self, shortcut: str, key: str, base: str, watch: list[list[Any]] | None, entry: bytes
+        self,
+        shortcut: str,
+        key: str,
+        base: str,
+        watch: list[list[Any]] | None,
+        entry: bytes,
+        head: Head | None = None,
     ) -> None:
         if self.enabled:
-            data = encode_shortcut(key, base, watch, entry)
+            data = encode_shortcut(key, base, watch, entry, head)
             if data is None:
-                data = encode_shortcut(key, base, None, entry)
+                data = encode_shortcut(key, base, None, entry, head)
             assert data is not None
             self._write(self.shortcut_path(shortcut), data)
 

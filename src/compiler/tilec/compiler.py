@@ -7,6 +7,7 @@ result and writes stage dumps (TILEC_DUMP_DIR / `dump_dir=`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
@@ -28,6 +29,7 @@ from .cache import (
     digest_bytes,
     digest_json,
     file_state,
+    first_part,
     rest_checked,
 )
 from .errors import BackendError, CacheError
@@ -207,24 +209,26 @@ class Compiler:
                     base = self.key_base(opts, backend, target)
                 if trusted or record.base == digest_json(base):
                     # The shortcut's digest covered the copy up to the end of its first part
-                    # (the stage a kernel loads): decoding it checks the rest of that.
-                    entry = decode(record.key, record.entry, verify=False, checked=record.hot)
-                    if entry is not None:
-                        rest = functools.partial(self._rest, found.shortcut, record)
-                        kernel = self._kernel(
-                            entry, record.key, "hit", opts, backend, target, rest
-                        )
-                        if kernel is not None:
-                            found.kernel, found.status = kernel, "hit"
-                            # Same tools, touched: watch their new state. Only from a copy
-                            # whose other stages are checked now: a new shortcut would digest
-                            # them afresh, damage included.
-                            if base is not None and rest_checked(record):
-                                self._put_shortcut(
-                                    found.shortcut, record.key, base, opts, backend, target,
-                                    entry.raw,
-                                )
-                            return found
+                    # (the stage a kernel loads) and its head: with a head, no JSON is parsed.
+                    rest = functools.partial(self._rest, found.shortcut, record)
+                    kernel = self._head_kernel(record, opts, backend, target, rest)
+                    if kernel is None:
+                        entry = decode(record.key, record.entry, verify=False, checked=record.hot)
+                        if entry is not None:
+                            kernel = self._kernel(
+                                entry, record.key, "hit", opts, backend, target, rest
+                            )
+                    if kernel is not None:
+                        found.kernel, found.status = kernel, "hit"
+                        # Same tools, touched: watch their new state. Only from a copy whose
+                        # other stages are checked now: a new shortcut would digest them
+                        # afresh, damage included.
+                        if base is not None and rest_checked(record):
+                            self._put_shortcut(
+                                found.shortcut, record.key, base, opts, backend, target,
+                                record.entry,
+                            )
+                        return found
         if base is None:
             base = self.key_base(opts, backend, target)
         found.ir = _as_ir(src)
@@ -233,6 +237,51 @@ class Compiler:
         if found.kernel is not None and found.shortcut is not None and raw is not None:
             self._put_shortcut(found.shortcut, found.key, base, opts, backend, target, raw)
         return found
+
+    def _head_kernel(
+        self,
+        record: Shortcut,
+        opts: CompileOptions,
+        backend: Backend,
+        target: Target,
+        rest: Callable[[], Mapping[str, bytes]],
+    ) -> CompiledKernel | None:
+        """The kernel from a shortcut's head and the copy's first part, with its metadata
+        read on first access; None without a head (the JSON line answers then)."""
+        if record.head is None:
+            return None
+        first, order, text, name, types, names = record.head
+        data = first_part(record.entry, record.hot)
+        if data is None or first not in order:
+            return None
+        metadata = functools.partial(self._shortcut_metadata, record, backend)
+        try:
+            asm = CompiledKernel._stages(
+                {first: data.decode() if first in text else data}, order, text, rest
+            )
+            return backend.make_kernel(
+                asm, metadata, opts, record.key, "hit", target, settings=self.settings,
+                head=(name, types, names),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @staticmethod
+    def _shortcut_metadata(record: Shortcut, backend: Backend) -> Metadata:
+        """A hit's metadata, from the JSON line of the shortcut's copy of the entry (which
+        its digest covered)."""
+        entry = decode(record.key, record.entry, verify=False, checked=record.hot)
+        try:
+            if entry is None:
+                raise ValueError("not an entry")
+            md: Metadata = backend.metadata_class.from_json(entry.payload["metadata"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CacheError(
+                f"the cached metadata of kernel {record.key[:12]} cannot be read ({exc}): "
+                f"remove the cache directory's shortcut/ folder, or compile without "
+                f"source_key, to rebuild it"
+            ) from None
+        return md
 
     def _rest(self, shortcut: str, record: Shortcut) -> Mapping[str, bytes]:
         """The stages a hit through `shortcut` did not check, checked now: from its copy of
@@ -295,7 +344,12 @@ class Compiler:
         watch = backend.tool_watch(target, opts, self.settings)
         if watch is not None:
             watch = [[native.BUILD_INFO, file_state(native.BUILD_INFO)], *watch]
-        self.cache.put_shortcut(shortcut, key, digest_json(base), watch, entry)
+        decoded = decode(key, entry, verify=False)
+        head = None
+        if decoded is not None and decoded.parts:
+            with contextlib.suppress(KeyError, TypeError):
+                head = CompiledKernel._head(decoded.payload, next(iter(decoded.parts)))
+        self.cache.put_shortcut(shortcut, key, digest_json(base), watch, entry, head)
 
     def compile(
         self,

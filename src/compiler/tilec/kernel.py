@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .cache import Status, digest_json
+from .cache import Head, Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
 from .launch import Dim3, Signature, launch_config
 from .native import PassDump
@@ -261,12 +261,16 @@ class CompiledKernel:
 
     The backend's subclass loads and launches the binary; `close()` (or `with`)
     releases what it loaded.
+
+    `head` (the kernel's name, parameter types and names): what the kernel needs from its
+    metadata before the metadata itself, which `metadata` then makes on first access. A hit
+    through a cache shortcut gives both, so that it parses no JSON (tilec.cache).
     """
 
     def __init__(
         self,
         asm: Mapping[str, Any],
-        metadata: Metadata,
+        metadata: Metadata | Callable[[], Metadata],
         options: CompileOptions,
         key: str,
         cache_status: Status,
@@ -274,23 +278,40 @@ class CompiledKernel:
         backend: Backend | None = None,
         target: Target | None = None,
         settings: Settings | None = None,
+        head: tuple[str, Sequence[str], Sequence[str]] | None = None,
     ) -> None:
         self.backend = backend
         self.target = target
         self.settings = settings
-        self.metadata = metadata
         self.options = options
         self.key = key
         self.cache_status: Status = cache_status
-        self.name = metadata.name
-        self.signature = Signature.from_llvm(
-            metadata.name, metadata.signature, metadata.param_names
-        )
+        self._metadata: Metadata | None = None
+        self._make_metadata: Callable[[], Metadata] | None = None
+        if isinstance(metadata, Metadata):
+            self._metadata = metadata
+            if head is None:
+                head = (metadata.name, metadata.signature, metadata.param_names)
+        elif head is None:
+            raise TypeError("metadata made on first access needs the kernel's head")
+        else:
+            self._make_metadata = metadata
+        self.name = head[0]
+        self.signature = Signature.from_llvm(*head)
         self._configs: dict[tuple[Any, Any], Callable[..., None]] = {}
         self.passes: tuple[PassDump, ...] = ()  # filled when pass dumps were asked for
         self.asm: Stages = asm if isinstance(asm, Stages) else Stages(asm)
         if backend is not None:
             self.asm._derived.update(backend.derived_stages(self))
+
+    @property
+    def metadata(self) -> Metadata:
+        md = self._metadata
+        if md is None:
+            assert self._make_metadata is not None
+            md = self._metadata = self._make_metadata()
+            self._make_metadata = None
+        return md
 
     # -- serialization for the cache -------------------------------------------
     def _payload(self) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -327,8 +348,19 @@ class CompiledKernel:
             if name in parts:
                 asm[name] = parts[name].decode() if name in text else parts[name]
         md = metadata_class.from_json(payload["metadata"])
+        return CompiledKernel._stages(asm, order, text, rest), md
+
+    @staticmethod
+    def _stages(
+        asm: dict[str, Any],
+        order: tuple[str, ...],
+        text: Sequence[str],
+        rest: Callable[[], Mapping[str, bytes]] | None,
+    ) -> Mapping[str, Any]:
+        """The stages `order` names, from `asm` (those read) and `rest` (the others, read on
+        first access; `text`: those stored UTF-8 encoded)."""
         if len(asm) == len(order):
-            return asm, md
+            return asm
         if rest is None:
             raise KeyError(f"stages missing from the entry: {set(order) - set(asm)}")
         more = rest
@@ -341,7 +373,21 @@ class CompiledKernel:
                 if name not in asm
             }
 
-        return Stages(asm, order=order, load=load), md
+        return Stages(asm, order=order, load=load)
+
+    @staticmethod
+    def _head(payload: Mapping[str, Any], first: str) -> Head:
+        """What a shortcut's head holds (tilec.cache), from an entry's payload and the name
+        of its first part."""
+        md = payload["metadata"]
+        return (
+            first,
+            tuple(payload["order"]),
+            tuple(payload["text"]),
+            md["name"],
+            tuple(md["signature"]),
+            tuple(md["param_names"]),
+        )
 
     # -- inspection ---------------------------------------------------------------
     def stage_files(self) -> Iterator[tuple[str, str | bytes]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -109,15 +109,23 @@ class Backend(abc.ABC):
     def make_kernel(
         self,
         asm: Mapping[str, Any],
-        metadata: Metadata,
+        metadata: Metadata | Callable[[], Metadata],
         options: CompileOptions,
         key: str,
         status: Any,
         target: Target,
         settings: Settings | None = None,
+        head: tuple[str, Sequence[str], Sequence[str]] | None = None,
     ) -> CompiledKernel:
+        """The backend's kernel object; `head` and a callable `metadata`: see CompiledKernel."""
+        if head is None:  # passed only when given: a plugin's kernel class may not take it
+            return self.kernel_class(
+                asm, metadata, options, key, status, backend=self, target=target,
+                settings=settings,
+            )
         return self.kernel_class(
-            asm, metadata, options, key, status, backend=self, target=target, settings=settings
+            asm, metadata, options, key, status, backend=self, target=target, settings=settings,
+            head=head,
         )
 
     def __repr__(self) -> str:

@@ -127,6 +127,23 @@ def test_cache_hit_through_a_shortcut_launches(
     hit[(N + 255) // 256, 256](a, b, out, N)
     torch.cuda.synchronize()
     assert torch.equal(out, a + b)
+    # The hit's metadata, made after the launch from the shortcut's copy, is the compile's.
+    assert hit._metadata is None and hit.metadata == first.metadata
+
+
+def test_a_hit_without_ptxas_takes_its_registers_from_the_loaded_function(
+    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, torch: Any
+) -> None:
+    """No ptxas: the driver assembles the PTX and the registers come from the function. A hit
+    through a shortcut loads it before its metadata is made; they are filled in then."""
+    first = _vadd(gpu_tilec, kernels, sm_target, settings, source_key="vadd-jit", use_ptxas=False)
+    hit = _vadd(gpu_tilec, kernels, sm_target, settings, source_key="vadd-jit", use_ptxas=False)
+    assert (first.cache_status, hit.cache_status) == ("miss", "hit") and "cubin" not in hit.asm
+    a, b, out = _inputs(torch)
+    hit[(N + 255) // 256, 256](a, b, out, N)
+    torch.cuda.synchronize()
+    assert torch.equal(out, a + b) and hit._metadata is None
+    assert hit.metadata.registers is not None and hit.metadata.registers > 0
 
 
 def test_nvjitlink_assembler_gives_the_same_results(

@@ -681,3 +681,34 @@ def test_a_touched_tool_does_not_bless_a_damaged_copy(
     record = cache.decode_shortcut(path.read_bytes())
     assert record is not None and not cache.rest_checked(record)
     assert again.asm["ptx"] == first.asm["ptx"]  # from the entry's own file
+
+
+def test_a_first_load_fills_what_no_ptxas_reported_when_the_metadata_is_made(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ptxas the registers come from the loaded function. A hit through a head loads
+    the module without making its metadata (no JSON on a first launch); the registers are
+    filled in when the metadata is made. A kernel whose metadata exists is filled at load."""
+    from tilec.backends.cuda import driver
+
+    src = kernels.vector_add(tilec.ir)
+    first = tilec.compile(src, target="sm_90", use_ptxas=False, settings=settings, source_key="v1")
+    hit = tilec.compile(src, target="sm_90", use_ptxas=False, settings=settings, source_key="v1")
+    assert hit.cache_status == "hit" and hit._metadata is None
+    attrs = {"CU_FUNC_ATTRIBUTE_NUM_REGS": 17, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": 5, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": 3}
+    asked: list[tuple[Any, str]] = []
+
+    def attribute(function: Any, name: str) -> int:
+        asked.append((function, name))
+        return attrs[name]
+
+    monkeypatch.setattr(driver, "current_context", lambda: 7)
+    monkeypatch.setattr(driver, "load_module", lambda data, is_ptx: ("module", is_ptx))
+    monkeypatch.setattr(driver, "get_function", lambda module, name: f"fn:{name}")
+    monkeypatch.setattr(driver, "function_attribute", attribute)
+    assert hit._function() == "fn:vadd" and hit._metadata is None and not asked
+    md = hit.metadata
+    assert (md.registers, md.shared_bytes, md.stack_bytes) == (17, 5, 3)
+    assert {f for f, _ in asked} == {"fn:vadd"} and len(asked) == 3
+    assert first.metadata.registers is None  # made at compile: filled at its load
+    assert first._function() == "fn:vadd" and first.metadata.registers == 17 and len(asked) == 6

@@ -311,7 +311,12 @@ class CompiledKernel:
             assert self._make_metadata is not None
             md = self._metadata = self._make_metadata()
             self._make_metadata = None
+            self._metadata_made(md)
         return md
+
+    def _metadata_made(self, metadata: Metadata) -> None:
+        """Called once, when metadata made on first access exists: a backend's kernel fills in
+        what it learned before (e.g. from the loaded binary)."""
 
     # -- serialization for the cache -------------------------------------------
     def _payload(self) -> tuple[dict[str, Any], dict[str, bytes]]:

@@ -67,18 +67,17 @@ class CudaKernel(CompiledKernel):
                 function = driver.get_function(module, self.name)
                 loaded = (module, function)
                 self._loaded[handle] = loaded
-                md = _md(self.metadata)
-                if md.registers is None:
-                    md.registers = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_NUM_REGS"
-                    )
-                    md.shared_bytes = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"
-                    )
-                    md.stack_bytes = driver.function_attribute(
-                        function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"
-                    )
+                # Metadata not made yet (a hit through a shortcut's head) is filled in when
+                # it is (_metadata_made): a first launch parses no JSON for it.
+                if self._metadata is not None:
+                    _fill_from_function(self._metadata, function)
         return ctx, loaded[1]
+
+    def _metadata_made(self, metadata: Metadata) -> None:
+        with self._lock:
+            loaded = next(iter(self._loaded.values()), None)
+        if loaded is not None:
+            _fill_from_function(metadata, loaded[1])
 
     def _function(self) -> Any:
         return self._context_and_function()[1]
@@ -136,6 +135,16 @@ class CudaKernel(CompiledKernel):
             loaded, self._loaded = self._loaded, {}
         for module, _ in loaded.values():
             driver.unload_module(module)
+
+
+def _fill_from_function(metadata: Metadata, function: Any) -> None:
+    """What ptxas did not report (no ptxas ran: the driver or nvJitLink assembled the PTX),
+    from the loaded function."""
+    md = _md(metadata)
+    if md.registers is None:
+        md.registers = driver.function_attribute(function, "CU_FUNC_ATTRIBUTE_NUM_REGS")
+        md.shared_bytes = driver.function_attribute(function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        md.stack_bytes = driver.function_attribute(function, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
 
 
 def _bind(ref: weakref.ReferenceType[CudaKernel]) -> None:

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from hermetic import record
+
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 
 
@@ -189,3 +191,35 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> I
     yield out
 
 
+# --- llvmprobe's wheel against the zig `support` tree, built once -----------------------------------------
+
+PROBE_PROJECT = ROOT / "tests" / "integration" / "projects" / "llvmprobe"
+
+
+@pytest.fixture(scope="session")
+def zig_probe_wheel(tmp_path_factory: pytest.TempPathFactory, zig_support_install: Path, source_cache: Path) -> dict[str, Any]:
+    """llvmprobe's amd64 wheel against `zig_support_install`, built with no --toolchain (the LLVM's record says
+    zig) in that LLVM's work dir, from a working directory of its own.
+
+    test_wheel_zig.py checks this wheel and has `hermetic verify` rebuild it elsewhere; test_wheel_arm64.py
+    compares the arm64 wheel's answers under qemu with this one's. Their builds had the same project, tree,
+    toolchain, Python and jobs, and gave the same sha256 (a fresh work dir changes none of it): one build of
+    about 90 s on 2 cores serves both.
+    """
+    if os.uname().machine != "x86_64":
+        pytest.skip("the pinned ziglang wheel is the x86_64 one")
+    llvm = record.load_build_record(zig_support_install)
+    work = zig_support_install.parents[2]  # <work>/llvm/support/record.json: zig's cache of that work dir
+    base = tmp_path_factory.mktemp("zigwheel")
+    run_hermetic("wheelhouse", "--root", str(ROOT), "--cache", str(source_cache), cwd=ROOT)
+    (base / "cwd-a").mkdir()
+    proc = run_hermetic(
+        "wheel", str(PROBE_PROJECT), "--llvm", str(llvm.install_dir), "--work-dir", str(work), "--output",
+        str(base / "dist"), "--root", str(ROOT), "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2),
+        "--offline", "auto", cwd=base / "cwd-a",
+    )
+    printed = json.loads(proc.stdout)
+    return {
+        "printed": printed, "wheel": base / "dist" / printed["wheel"], "stderr": proc.stderr,
+        "record": json.loads((base / "dist" / "wheel-record.json").read_text()), "work": work, "base": base, "llvm": llvm,
+    }

@@ -8,8 +8,9 @@ static LLVM with llvmlite's own link flags (zig refuses one of them) that Python
 extension. Its sdist is made here, deterministically, and pinned by a recipe in a copy of the checkout's recipes;
 the build gets it only from a --mirror directory, verified by that pin.
 
-Against the zig `support` tree of the session: one wheel build and `hermetic verify`'s rebuild in another directory
-(the two builds whose sha256 must agree), on 2 cores about 3 minutes together.
+Against the zig `support` tree of the session: one wheel build (with zig's runtime from that tree's work dir, where a
+wheel built before leaves it) and `hermetic verify`'s rebuild in another directory with a cold zig cache (the two
+builds whose sha256 must agree), on 2 cores about 3 minutes together.
 """
 
 from __future__ import annotations
@@ -107,6 +108,14 @@ def built(checkout: dict[str, Path], zig_support_install: Path, wheel_cache: Pat
     base = tmp_path_factory.mktemp("sdist-wheel")
     prefix = record.load_build_record(zig_support_install).install_dir
     jobs = os.environ.get("HERMETIC_TEST_JOBS", "2")
+    # zig's runtime for x86_64-linux-gnu.2.28 (compiler-rt, libunwind, libc++, libc++abi: about a minute of the
+    # build on 2 cores) is the same for every wheel against this tree, and zig files each under a hash of its
+    # inputs: where the zig `support` work dir holds it (the session's zig_probe_wheel was built there, as it is
+    # before this module in a full run), this build takes it from a copy. verify's rebuild below starts from a
+    # cold zig cache, so the two builds whose sha256 must agree differ in that too.
+    zig_cache = zig_support_install.parents[2] / "zig-cache"
+    if zig_cache.is_dir():
+        shutil.copytree(zig_cache, base / "w" / "zig-cache", symlinks=True)
     proc = run("wheel", "--recipe", NAME, "--llvm", str(prefix), "--root", str(checkout["root"]),
                "--cache", str(wheel_cache), "--mirror", str(checkout["mirror"]), "--work-dir", str(base / "w"),
                "--output", str(base / "dist"), "--jobs", jobs, "--offline", "auto", cwd=base)

@@ -2,14 +2,16 @@
 
 tests/integration/projects/llvmprobe (scikit-build-core + nanobind, like src/compiler, linking LLVMSupport
 and LLVMDemangle) is built against a `support` LLVM built with zig (the session's `zig_support_install`),
-with no --toolchain needed: the LLVM's record says zig. The first build runs in that LLVM's work dir (zig's
-cache is warm there); `hermetic verify` then rebuilds it in another directory, under another umask, from
-another working directory and with a cold zig cache, and the two wheels must be the same bytes. The wheel
+with no --toolchain needed: the LLVM's record says zig. The first build (the session's `zig_probe_wheel`, which
+test_wheel_arm64.py compares its arm64 wheel with) runs in that LLVM's work dir, whose zig cache it fills
+with zig's runtime for the target (the LLVM build leaves none there); `hermetic verify` then rebuilds it in
+another directory, under another umask, from another working directory and with a cold zig cache, and the two
+wheels must be the same bytes. The wheel
 must be what manylinux_2_28 promises: tagged so by auditwheel, its extension needing no C++ runtime,
 exporting nothing but its module init, no glibc symbol above 2.28, no debug info and no build path.
 
-Cost on the 2-core dev machine: the zig `support` tree (shared fixture) 10 to 15 min, the first wheel about
-2 min, the verify rebuild about 4 min (zig builds libc++ etc. again in its fresh work dir).
+Cost on the 2-core dev machine: the zig `support` tree (shared fixture) 10 to 15 min, the first wheel (shared
+fixture) about 2 min, the verify rebuild about 4 min (zig builds libc++ etc. again in its fresh work dir).
 """
 
 from __future__ import annotations
@@ -54,29 +56,19 @@ def run_hermetic(*args: str, cwd: Path, umask: int = 0o022, check: bool = True) 
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, zig_support_install: Path, source_cache: Path) -> dict[str, Any]:
-    if os.uname().machine != "x86_64":
-        pytest.skip("the pinned ziglang wheel is the x86_64 one")
-    llvm = record.load_build_record(zig_support_install)
-    work = zig_support_install.parents[2]  # <work>/llvm/support/record.json
-    base = tmp_path_factory.mktemp("zigwheel")
+def built(tmp_path_factory: pytest.TempPathFactory, zig_probe_wheel: dict[str, Any], source_cache: Path) -> dict[str, Any]:
+    wheel, printed = zig_probe_wheel["wheel"], zig_probe_wheel["printed"]
     common = ["--root", str(ROOT), "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto"]
-    run_hermetic("wheelhouse", *common[:4], cwd=ROOT)
-    (base / "cwd-a").mkdir()
-    a = run_hermetic(
-        "wheel", str(PROJECT), "--llvm", str(llvm.install_dir), "--work-dir", str(work), "--output", str(base / "dist"),
-        *common, cwd=base / "cwd-a",
-    )
-    printed = json.loads(a.stdout)
-    wheel = base / "dist" / printed["wheel"]
+    # the first build's directories are the session fixture's; the rebuild gets its own, elsewhere
+    base = tmp_path_factory.mktemp("zigwheel-verify")
     (base / "cwd-b").mkdir()
     rebuild = base / "elsewhere" / "deeper" / "rebuild"
     v = run_hermetic("verify", str(wheel), "--rebuild-dir", str(rebuild), "--keep", "--json", *common,
                      cwd=base / "cwd-b", umask=0o077)
     return {
-        "wheel": wheel, "printed": printed, "stderr": a.stderr, "record": json.loads((base / "dist" / "wheel-record.json").read_text()),
-        "verify": json.loads(v.stdout), "rebuilt": rebuild / "dist" / printed["wheel"], "work": work, "base": base,
-        "rebuild": rebuild, "llvm": llvm, "cache": source_cache,
+        "wheel": wheel, "printed": printed, "stderr": zig_probe_wheel["stderr"], "record": zig_probe_wheel["record"],
+        "verify": json.loads(v.stdout), "rebuilt": rebuild / "dist" / printed["wheel"], "work": zig_probe_wheel["work"],
+        "base": zig_probe_wheel["base"], "rebuild": rebuild, "llvm": zig_probe_wheel["llvm"], "cache": source_cache,
     }
 
 

@@ -659,7 +659,7 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             key = record.key
             rest = functools.partial(c._rest, sid, record)
             head_kernel = getattr(c, "_head_kernel", None)  # a baseline's tilec may have none
-            if head_kernel is not None and head_kernel(record, opts, backend, tgt, rest) is not None:
+            if head_kernel is not None and head_kernel(sid, record, opts, backend, tgt, rest) is not None:
                 lap("head + the cubin's copy -> kernel (no JSON; metadata on first access)")
             else:
                 entry = tcache.decode(key, record.entry, verify=False, checked=record.hot)
@@ -714,10 +714,11 @@ def floor_spec(kernel: str, cache: Path) -> dict[str, Any]:
     opts = tilec.CompileOptions(target=target())
     quick = c.registry.resolve_quick(opts.target, opts)
     assert quick is not None
-    path = c.cache.shortcut_path(c._shortcut_id(source_key(kernel), opts, *quick))
+    shortcut = c._shortcut_id(source_key(kernel), opts, *quick)
+    path = c.cache.shortcut_path(shortcut)
     record = tcache.decode_shortcut(path.read_bytes())
     assert record is not None and record.watch is not None, "no shortcut vouching for its tools"
-    return {"file": str(path), "watch": [os.fsdecode(p) for p, _, _ in record.watch]}
+    return {"file": str(path), "shortcut": shortcut, "watch": [os.fsdecode(p) for p, _, _ in record.watch]}
 
 
 def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any]:
@@ -765,7 +766,7 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     assert record is not None and record.head is not None and tgt is not None
     rest = lambda: tcache.decode(record.key, record.entry, verify=False).parts  # noqa: E731 (never called here)
     t5 = clock()
-    made = c._head_kernel(record, opts, backend, tgt, rest)
+    made = c._head_kernel(spec["shortcut"], record, opts, backend, tgt, rest)
     t6 = clock()
     assert made is not None and made.name == name
     return {

@@ -528,8 +528,12 @@ def test_metadata_behind_a_head_that_cannot_be_read_is_a_clear_error(
     path.write_bytes(data)
     hit = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     assert hit.cache_status == "hit" and hit.asm["cubin"] == first.asm["cubin"]
-    with pytest.raises(tilec.CacheError, match=r"metadata of kernel .* cannot be read .* rebuild it"):
+    with pytest.raises(tilec.CacheError, match=r"metadata of kernel .* cannot be read .* removed: compile"):
         _ = hit.metadata
+    # The shortcut is gone; the entry's own file (intact here) answers and writes it anew.
+    assert not path.exists()
+    again = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
+    assert again.cache_status == "hit" and again.metadata == first.metadata and path.exists()
 
 
 def test_the_c_reader_agrees_with_the_python_one(

@@ -211,7 +211,9 @@ class Compiler:
                     # The shortcut's digest covered the copy up to the end of its first part
                     # (the stage a kernel loads) and its head: with a head, no JSON is parsed.
                     rest = functools.partial(self._rest, found.shortcut, record)
-                    kernel = self._head_kernel(record, opts, backend, target, rest)
+                    kernel = self._head_kernel(
+                        found.shortcut, record, opts, backend, target, rest
+                    )
                     if kernel is None:
                         entry = decode(record.key, record.entry, verify=False, checked=record.hot)
                         if entry is not None:
@@ -240,6 +242,7 @@ class Compiler:
 
     def _head_kernel(
         self,
+        shortcut: str,
         record: Shortcut,
         opts: CompileOptions,
         backend: Backend,
@@ -254,7 +257,7 @@ class Compiler:
         data = first_part(record.entry, record.hot)
         if data is None or first not in order:
             return None
-        metadata = functools.partial(self._shortcut_metadata, record, backend)
+        metadata = functools.partial(self._shortcut_metadata, shortcut, record, backend)
         try:
             asm = CompiledKernel._stages(
                 {first: data.decode() if first in text else data}, order, text, rest
@@ -266,20 +269,20 @@ class Compiler:
         except (KeyError, TypeError, ValueError):
             return None
 
-    @staticmethod
-    def _shortcut_metadata(record: Shortcut, backend: Backend) -> Metadata:
+    def _shortcut_metadata(self, shortcut: str, record: Shortcut, backend: Backend) -> Metadata:
         """A hit's metadata, from the JSON line of the shortcut's copy of the entry (which
-        its digest covered)."""
+        its digest covered). Where this tilec cannot make it, the shortcut is removed, so
+        that the next compile reads the entry's own file (or builds the kernel again)."""
         entry = decode(record.key, record.entry, verify=False, checked=record.hot)
         try:
             if entry is None:
                 raise ValueError("not an entry")
             md: Metadata = backend.metadata_class.from_json(entry.payload["metadata"])
         except (KeyError, TypeError, ValueError) as exc:
+            self.cache.drop_shortcut(shortcut)
             raise CacheError(
-                f"the cached metadata of kernel {record.key[:12]} cannot be read ({exc}): "
-                f"remove the cache directory's shortcut/ folder, or compile without "
-                f"source_key, to rebuild it"
+                f"the cached metadata of kernel {record.key[:12]} cannot be read ({exc}); the "
+                f"shortcut was removed: compile the kernel again to rebuild it"
             ) from None
         return md
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from .cache import Head, Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
@@ -288,12 +288,12 @@ class CompiledKernel:
         self.cache_status: Status = cache_status
         self._metadata: Metadata | None = None
         self._make_metadata: Callable[[], Metadata] | None = None
-        if isinstance(metadata, Metadata):
+        if head is None:  # made already, as always before heads (a plugin's may be duck-typed)
+            made = cast(Metadata, metadata)
+            self._metadata = made
+            head = (made.name, made.signature, made.param_names)
+        elif isinstance(metadata, Metadata):
             self._metadata = metadata
-            if head is None:
-                head = (metadata.name, metadata.signature, metadata.param_names)
-        elif head is None:
-            raise TypeError("metadata made on first access needs the kernel's head")
         else:
             self._make_metadata = metadata
         self.name = head[0]

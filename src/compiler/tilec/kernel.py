@@ -292,10 +292,8 @@ class CompiledKernel:
             made = cast(Metadata, metadata)
             self._metadata = made
             head = (made.name, made.signature, made.param_names)
-        elif isinstance(metadata, Metadata):
-            self._metadata = metadata
         else:
-            self._make_metadata = metadata
+            self._make_metadata = cast(Callable[[], Metadata], metadata)
         self.name = head[0]
         self.signature = Signature.from_llvm(*head)
         self._configs: dict[tuple[Any, Any], Callable[..., None]] = {}

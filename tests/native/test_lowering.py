@@ -146,3 +146,36 @@ def test_stages_one_by_one_and_a_replaced_stage(
         kernels.EXP_IR, opts
     )
     assert k.asm["cubin"].startswith(b"\x7fELF marked //")
+
+
+def _annotated_module(kernels: list[str], devices: list[str], maxntid: int | None = None) -> str:
+    """Kernels marked by nvvm.annotations (as tilec.ir marks them), each with its own maxntid if given,
+    and noinline device functions, one store each."""
+    defs, notes = [], []
+    for name in kernels + devices:
+        attrs = " noinline" if name in devices else ""
+        defs.append(f"define void @{name}(ptr addrspace(1) %p){attrs} {{\n  store float 1.0, ptr addrspace(1) %p\n"
+                    "  ret void\n}")
+    for name in kernels:
+        notes.append(f'!{{ptr @{name}, !"kernel", i32 1}}')
+        if maxntid is not None:
+            notes.append(f'!{{ptr @{name}, !"maxntidx", i32 {maxntid}}}')
+    listed = ", ".join(f"!{i}" for i in range(len(notes)))
+    return "\n".join([*defs, f"!nvvm.annotations = !{{{listed}}}", *(f"!{i} = {n}" for i, n in enumerate(notes))])
+
+
+def test_a_freed_module_s_annotations_do_not_reach_another(tilec: ModuleType) -> None:
+    # LLVM 19's NVPTX caches annotations by the module's and the function's addresses. A module optimized and
+    # freed (tilec emits from a clone) used to leave its entries behind, and the next module's clone, landing on
+    # the freed addresses, read them: about 1 kernel in 5 came out as a .func, or with another kernel's maxntid.
+    # The CI failure this answers was a specialized kernel emitted as a .func after an hour of other compiles.
+    native = tilec.native
+    for _ in range(60):
+        old = native.NativeModule(_annotated_module(["k_old"], [f"d{j}" for j in range(6)], maxntid=96))
+        old.optimize("sm_90", "", 3)
+        new = native.NativeModule(_annotated_module([f"k{j}" for j in range(6)], []))
+        new.optimize("sm_90", "", 3)
+        old.close()  # freed just before the clone below is allocated: the clone takes its addresses
+        ptx = new.emit_assembly("sm_90", "", 3)
+        new.close()
+        assert ptx.count(".visible .entry") == 6 and ".func" not in ptx and ".maxntid" not in ptx, ptx

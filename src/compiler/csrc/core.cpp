@@ -49,8 +49,29 @@ void LLVMInitializeX86AsmPrinter();
 #endif
 }
 
+// LLVM 19's NVPTX target keeps each module's nvvm.annotations (kernel, maxntid,
+// reqntid, ...) in a process-wide cache keyed by the Module's and the
+// function's addresses, and only its AsmPrinter clears it, for the module it
+// emits. We optimize a module and emit a clone of it, so the module's entries
+// outlive it: a module or function later allocated at a freed address reads
+// another's annotations (a kernel emitted as a .func, another kernel's
+// maxntid). We clear a module's entries whenever its functions may have changed
+// or it is freed. Not in LLVM's installed headers; the symbol is in
+// LLVMNVPTXCodeGen, which we link (CMakeLists.txt requires LLVM 19).
+namespace llvm {
+void clearAnnotationCache(const Module *Mod);
+}
+
 namespace tilec {
 namespace {
+
+struct ForgetAnnotations {
+  void operator()(llvm::Module *M) const {
+    llvm::clearAnnotationCache(M);
+    delete M;
+  }
+};
+using OwnedModule = std::unique_ptr<llvm::Module, ForgetAnnotations>;
 
 void init_targets() {
   static std::once_flag once;
@@ -183,7 +204,7 @@ TargetInfo target_info(const std::string &triple) {
 struct Module::Impl {
   std::vector<std::string> errors;
   std::unique_ptr<llvm::LLVMContext> ctx;
-  std::unique_ptr<llvm::Module> mod;
+  OwnedModule mod;  // declared after ctx: freed before its context
 
   void reset_errors() { errors.clear(); }
   void check(const char *kind, const std::string &what) {
@@ -203,7 +224,7 @@ Module::Module(const std::string &data, const std::string &name)
   auto buffer = llvm::MemoryBuffer::getMemBuffer(data, name,
                                                  /*RequiresNullTerminator=*/false);
   llvm::SMDiagnostic diag;
-  I.mod = llvm::parseIR(buffer->getMemBufferRef(), diag, *I.ctx);
+  I.mod.reset(llvm::parseIR(buffer->getMemBufferRef(), diag, *I.ctx).release());
   if (!I.mod) {
     int line = diag.getLineNo();
     int col = diag.getColumnNo();
@@ -444,6 +465,8 @@ std::vector<PassDump> Module::optimize(const std::string &triple,
                                     ? PB.buildO0DefaultPipeline(ol)
                                     : PB.buildPerModuleDefaultPipeline(ol);
   I.reset_errors();
+  // Specializing and linking add functions, maybe at freed functions' addresses.
+  llvm::clearAnnotationCache(I.mod.get());
   MPM.run(*I.mod, MAM);
   I.check("optimize", "optimization failed");
   verify();
@@ -470,7 +493,8 @@ std::string emit(llvm::Module &M, std::vector<std::string> &errors,
                                           ? "object files"
                                           : "assembly"));
     errors.clear();
-    std::unique_ptr<llvm::Module> clone = llvm::CloneModule(M);
+    OwnedModule clone(llvm::CloneModule(M).release());
+    llvm::clearAnnotationCache(clone.get());  // a freed module's address
     PM.run(*clone);
   }
   return std::string(out.str());

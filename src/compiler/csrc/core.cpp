@@ -494,7 +494,6 @@ std::string emit(llvm::Module &M, std::vector<std::string> &errors,
                                           : "assembly"));
     errors.clear();
     OwnedModule clone(llvm::CloneModule(M).release());
-    llvm::clearAnnotationCache(clone.get());  // a freed module's address
     PM.run(*clone);
   }
   return std::string(out.str());

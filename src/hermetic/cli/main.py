@@ -19,7 +19,7 @@ from .common import Handler, common_parsers
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, toolchain, oci, wheel, verify, attest, inspect)
 
-_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
+_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "llvm_recipe", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
                  "no_compile_cache", "distribute", "no_distribute")
 # Options whose argparse dest differs from the setting's name (common.py says why).
@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_parsers()
     parser = argparse.ArgumentParser(
         prog="hermetic",
+        # no abbreviations: `--llvm` of `hermetic wheel` would otherwise be ambiguous with --llvm-version and
+        # --llvm-recipe, and a prefix that works today breaks when an option is added
+        allow_abbrev=False,
         description="Reproducible, offline builds of slim LLVM toolchains and the GPU compiler wheels built on them.",
         parents=[common.build],
     )

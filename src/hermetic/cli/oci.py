@@ -43,7 +43,7 @@ def parse_size(text: str) -> int:
 
 
 def record_path(settings: Settings, rec: recipe.Recipe, variant: str) -> Path:
-    return settings.work_dir / "llvm" / rec.build_name(variant) / "record.json"
+    return settings.work_dir / rec.build_path(variant) / "record.json"
 
 
 def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
@@ -52,7 +52,7 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
         rec = Path(args.record)
         variant = settings.variant or ""  # the record names its variant
     else:
-        llvm_recipe = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+        llvm_recipe = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
         variant = settings.variant or llvm_recipe.default_variant
         rec = record_path(settings, llvm_recipe, variant)
     spec = spec_from_record(rec, arch=args.arch)
@@ -219,7 +219,9 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--variant", default=argparse.SUPPRESS, help="variant to package (default: the configured variant)")
     llvm.add_argument("--llvm-version", dest="llvm_version", default=argparse.SUPPRESS,
                       help="the release whose build to package (HERMETIC_LLVM_VERSION; the recipe's default)")
-    llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
+    llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
+                      help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
+    llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
         "--compression",

@@ -332,7 +332,7 @@ class ImageSpec:
 
     variant: str
     version: str
-    prefix: str  # "/usr/lib64/llvm-<variant>-<version>"
+    prefix: str  # "/usr/lib64/<recipe>-<variant>-<version>"
     install_root: Path
     epoch: int
     arch: str
@@ -344,7 +344,7 @@ class ImageSpec:
 
     @property
     def title(self) -> str:
-        return f"llvm-{self.variant}-{self.version}"
+        return f"{self.recipe.get('name', 'llvm')}-{self.variant}-{self.version}"
 
     @property
     def name(self) -> str:
@@ -354,9 +354,15 @@ class ImageSpec:
         labels = {
             "org.opencontainers.image.title": self.title,
             "org.opencontainers.image.version": self.version,
-            "org.opencontainers.image.source": LLVM_SOURCE_URL,
-            "org.opencontainers.image.revision": f"llvmorg-{self.version}",
-            "org.opencontainers.image.licenses": LLVM_LICENSE,
+        }
+        if self.recipe.get("name", "llvm") == "llvm":
+            # LLVM's upstream and licence; a build record names no such thing for another recipe (the tests' tiny)
+            labels |= {
+                "org.opencontainers.image.source": LLVM_SOURCE_URL,
+                "org.opencontainers.image.revision": f"llvmorg-{self.version}",
+                "org.opencontainers.image.licenses": LLVM_LICENSE,
+            }
+        labels |= {
             "org.opencontainers.image.created": rfc3339(self.epoch),
             LABEL_PREFIX + "recipe": self.recipe.get("name", "llvm"),
             LABEL_PREFIX + "recipe.version": self.recipe.get("version", self.version),
@@ -384,7 +390,7 @@ def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
     if not install_root.is_absolute():
         install_root = (record_path.parent / install_root).resolve()
     version = recipe.get("version") or prefix.rsplit("-", 1)[-1]
-    expected = f"/usr/lib64/llvm-{variant}-{version}"
+    expected = f"/usr/lib64/{recipe['name']}-{variant}-{version}"
     if prefix != expected:
         raise VerifyError(
             f"unexpected prefix {prefix} in {record_path}", f"images hold {expected}", "rebuild the variant"

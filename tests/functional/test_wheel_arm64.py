@@ -38,16 +38,14 @@ from typing import Any
 import pytest
 
 from debian_root import make_root
-from helpers import ROOT
+from helpers import ROOT, run_hermetic
 from hermetic import record, toolchain
-
-pytestmark = pytest.mark.integration
 
 PLATFORM = "manylinux_2_28_aarch64"
 ARM = toolchain.PLATFORMS["arm64"]
-PROBE_PROJECT = ROOT / "tests" / "integration" / "projects" / "llvmprobe"
-PTX_PROBE = ROOT / "tests" / "integration" / "tilec_ptx_probe.py"
-RUNTIME = ROOT / "tests" / "integration" / "tilec-runtime-arm64.txt"
+PROBE_PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"
+PTX_PROBE = ROOT / "tests" / "functional" / "tilec_ptx_probe.py"
+RUNTIME = ROOT / "tests" / "functional" / "tilec-runtime-arm64.txt"
 PY_ARM = "cp311"  # Debian 12's python3.11: what the root holds
 
 # llvmprobe's calls, answered by the same LLVM code on both architectures
@@ -60,14 +58,6 @@ print(json.dumps({"machine": platform.machine(), "llvm": p.llvm_version(),
                   "demangle": [p.demangle(s) for s in symbols], "xxh3": [p.xxh3(b) for b in blobs]}))
 """
 
-
-def run_hermetic(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "hermetic", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def _prefix(record_path: Path) -> Path:

@@ -2,7 +2,7 @@
 
 llvmlite's own recipe (recipes/llvmlite) needs the `llvmlite` variant of LLVM 22 (about 90 minutes on 2 cores): it
 is built and its test suite run on the GPU runner (tests/gpu/runner.sh --llvmlite, README). What CI affords is the
-same machinery on a project of llvmlite's shape, `ctypesprobe` (tests/integration/projects): a setuptools sdist
+same machinery on a project of llvmlite's shape, `ctypesprobe` (tests/functional/projects): a setuptools sdist
 without pyproject.toml whose build runs CMake itself with options from CMAKE_ARGS, a shared library linking the
 static LLVM with llvmlite's own link flags (zig refuses one of them) that Python loads with ctypes, and a stub C
 extension. Its sdist is made here, deterministically, and pinned by a recipe in a copy of the checkout's recipes;
@@ -35,9 +35,7 @@ from helpers import ROOT
 from hermetic import record
 from schemas import cyclonedx
 
-pytestmark = pytest.mark.integration
-
-PROJECT = ROOT / "tests" / "integration" / "projects" / "ctypesprobe"
+PROJECT = ROOT / "tests" / "functional" / "projects" / "ctypesprobe"
 NAME, VERSION = "ctypesprobe", "0.2.0"
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: the sdist's file times
 PLATFORM = "manylinux_2_28_x86_64"

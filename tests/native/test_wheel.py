@@ -1,10 +1,10 @@
 """`hermetic wheel src/compiler --llvm PREFIX`, for real: offline, reproducible, honestly tagged, importable.
 
-The compiler core is built twice against the same LLVM 19 prefix (Debian's
-llvm-19-dev, or HERMETIC_TEST_LLVM_PREFIX) from two copies of the project in
-different places, in two different work dirs, from two different working
-directories and under two different umasks; the wheels must be the same bytes. The wheelhouse is filled once (from PyPI, or already in the
-cache) and every build runs with --no-index inside the network namespace.
+The compiler core is built against an LLVM 19 prefix (Debian's llvm-19-dev, or HERMETIC_TEST_LLVM_PREFIX), then
+rebuilt by `hermetic verify` from its record in another, deeper work dir, from another working directory and under
+another umask (conftest.py's `tilec_wheel` and `tilec_wheel_rebuilt`); the wheels must be the same bytes. The
+wheelhouse is filled once (from PyPI, or already in the cache) and every build runs with --no-index inside the
+network namespace.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
-# run_hermetic and the `two_builds` fixture live in conftest.py: test_verify_wheel.py verifies the first build.
+
+
+@pytest.fixture(scope="module")
+def two_builds(tilec_wheel: dict[str, Any], tilec_wheel_rebuilt: dict[str, Any]) -> list[dict[str, Any]]:
+    return [tilec_wheel, tilec_wheel_rebuilt]
+
 
 def test_two_builds_are_identical(two_builds: list[dict[str, Any]]) -> None:
     a, b = two_builds
@@ -34,6 +37,7 @@ def test_two_builds_are_identical(two_builds: list[dict[str, Any]]) -> None:
 
     digest = hashlib.sha256(a["wheel"].read_bytes()).hexdigest()
     assert a["record"]["sha256"] == b["record"]["sha256"] == a["printed"]["sha256"] == digest
+    assert b["rc"] == 0 and b["report"]["match"] is True, b["stderr"][-3000:]
     print(f"\nwheel {a['wheel'].name} sha256 {digest}; build times {a['record']['timings_s']} / {b['record']['timings_s']}")
 
 

@@ -1,6 +1,6 @@
 """`hermetic wheel` with the pinned zig toolchain, for real.
 
-tests/integration/projects/llvmprobe (scikit-build-core + nanobind, like src/compiler, linking LLVMSupport
+tests/functional/projects/llvmprobe (scikit-build-core + nanobind, like src/compiler, linking LLVMSupport
 and LLVMDemangle) is built against a `support` LLVM built with zig (the session's `zig_support_install`),
 with no --toolchain needed: the LLVM's record says zig. The first build (the session's `zig_probe_wheel`, which
 test_wheel_arm64.py compares its arm64 wheel with) runs in that LLVM's work dir, whose zig cache it fills
@@ -32,27 +32,15 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
-from helpers import ROOT
+from helpers import ROOT, run_hermetic
 from hermetic import record, toolchain
 
-pytestmark = pytest.mark.integration
-
-PROJECT = ROOT / "tests" / "integration" / "projects" / "llvmprobe"
+PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"
 PLATFORM = "manylinux_2_28_x86_64"
 PY = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 # the project's wheel.py-api is cp312, as src/compiler's: the stable ABI from 3.12 on
 PY_TAG = "cp312-abi3" if sys.version_info >= (3, 12) else f"{PY}-{PY}"
 
-
-def run_hermetic(*args: str, cwd: Path, umask: int = 0o022, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
-        [sys.executable, "-m", "hermetic", *args], cwd=cwd, env=env, capture_output=True, text=True, umask=umask
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 @pytest.fixture(scope="module")

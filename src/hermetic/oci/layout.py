@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from ..errors import UsageError, VerifyError
 from ..record import load_build_record
 from ..staging import staged_dir
 from .layer import LayerInfo, write_layer
+from .transport import document_limit, too_large
 
 OCI_LAYOUT_VERSION = "1.0.0"
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -64,6 +65,21 @@ def rfc3339(epoch: int) -> str:
     return _dt.datetime.fromtimestamp(int(epoch), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_json(data: bytes | str, what: str, fix: str = "") -> Any:
+    """JSON from a file or a registry, any malformed input (nested too deep included) a VerifyError."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, ValueError) else "it is nested too deeply"
+        raise VerifyError(f"{what} is not valid JSON", why[:300], fix) from None
+
+
+def _mapping(value: Any, what: str, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise VerifyError(f"malformed descriptor in {where}", f"its {what} is not an object", "")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def split_digest(digest: str) -> tuple[str, str]:
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
@@ -89,19 +105,28 @@ class Descriptor:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> Descriptor:
+        if not isinstance(data, dict):
+            raise VerifyError(f"malformed descriptor in {where}", "a descriptor is a JSON object", "")
+        missing = [k for k in ("mediaType", "digest", "size") if k not in data]
+        if missing:
+            raise VerifyError(f"malformed descriptor in {where}", f"it has no {', '.join(missing)}", "")
+        size = data["size"]
+        # an int64 as the image spec says: not a float (1e999), not a bool, not a string
+        if type(size) is not int or not 0 <= size < 1 << 63:
+            raise VerifyError(f"malformed descriptor in {where}", f"size {str(size)[:40]!r} is not a byte count", "")
+        if not isinstance(data["mediaType"], str) or not isinstance(data["digest"], str):
+            raise VerifyError(f"malformed descriptor in {where}", "mediaType and digest must be strings", "")
+        desc = cls(
+            media_type=data["mediaType"],
+            digest=data["digest"],
+            size=size,
+            platform=_mapping(data["platform"], "platform", where) if data.get("platform") else None,
+            annotations=_mapping(data.get("annotations") or {}, "annotations", where),
+        )
         try:
-            desc = cls(
-                media_type=str(data["mediaType"]),
-                digest=str(data["digest"]),
-                size=int(data["size"]),
-                platform=dict(data["platform"]) if data.get("platform") else None,
-                annotations=dict(data.get("annotations") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise VerifyError(f"malformed descriptor in {where}", f"{type(exc).__name__}: {exc}", "") from exc
-        split_digest(desc.digest)
-        if desc.size < 0:
-            raise VerifyError(f"malformed descriptor in {where}", f"negative size {desc.size}", "")
+            split_digest(desc.digest)
+        except VerifyError as exc:
+            raise VerifyError(f"malformed descriptor in {where}", exc.what, "") from None
         return desc
 
     @property
@@ -154,15 +179,15 @@ class Layout:
     def check(self) -> None:
         marker = self.path / "oci-layout"
         try:
-            version = json.loads(marker.read_text()).get("imageLayoutVersion")
-        except FileNotFoundError as exc:
-            raise UsageError(
-                f"{self.path} is not an OCI image layout",
-                "it has no oci-layout file",
-                "pass a directory written by `hermetic image` or `skopeo copy ... oci:DIR`",
-            ) from exc
-        except (OSError, ValueError, AttributeError) as exc:
-            raise VerifyError(f"{marker} is unreadable", str(exc), "rewrite the layout") from exc
+            version = self._json(marker).get("imageLayoutVersion")
+        except VerifyError as exc:
+            if not marker.exists():
+                raise UsageError(
+                    f"{self.path} is not an OCI image layout",
+                    "it has no oci-layout file",
+                    "pass a directory written by `hermetic image` or `skopeo copy ... oci:DIR`",
+                ) from None
+            raise VerifyError(f"{marker} is unreadable", exc.why or exc.what, "rewrite the layout") from None
         if version != OCI_LAYOUT_VERSION:
             raise VerifyError(f"unsupported image layout version {version!r} in {marker}", "", "")
 
@@ -175,10 +200,13 @@ class Layout:
         return [Descriptor.from_json(m, f"{self.path}/index.json") for m in manifests]
 
     def read_blob(self, desc: Descriptor) -> bytes:
-        """A small blob (manifest, config, index), verified against its descriptor."""
+        """A small blob (manifest, config, index), verified against its descriptor; refused past the size cap."""
         path = self.blob_path(desc.digest)
+        if desc.size > document_limit():
+            raise too_large(f"blob {desc.digest} in {self.path}", desc.size, document_limit())
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                data = f.read(desc.size + 1)
         except FileNotFoundError as exc:
             raise VerifyError(
                 f"blob {desc.digest} is missing from {self.path}", str(path), "rewrite or re-pull the layout"
@@ -192,10 +220,7 @@ class Layout:
         return data
 
     def read_json(self, desc: Descriptor) -> dict[str, Any]:
-        try:
-            data = json.loads(self.read_blob(desc))
-        except ValueError as exc:
-            raise VerifyError(f"blob {desc.digest} is not JSON", str(exc), "") from exc
+        data = parse_json(self.read_blob(desc), f"blob {desc.digest}", "rewrite the layout or pull it again")
         if not isinstance(data, dict):
             raise VerifyError(f"blob {desc.digest} is not a JSON object", "", "")
         return data
@@ -224,12 +249,17 @@ class Layout:
 
     @staticmethod
     def _json(path: Path) -> dict[str, Any]:
+        limit = document_limit()
         try:
-            data = json.loads(path.read_text())
+            with open(path, "rb") as f:
+                raw = f.read(limit + 1)
         except FileNotFoundError as exc:
             raise VerifyError(f"{path} is missing", "", "rewrite the layout") from exc
-        except (OSError, ValueError) as exc:
-            raise VerifyError(f"{path} is not valid JSON", str(exc), "rewrite the layout") from exc
+        except OSError as exc:
+            raise VerifyError(f"{path} is unreadable", str(exc), "rewrite the layout") from exc
+        if len(raw) > limit:
+            raise too_large(str(path), path.stat().st_size, limit)
+        data = parse_json(raw, str(path), "rewrite the layout")
         if not isinstance(data, dict):
             raise VerifyError(f"{path} is not a JSON object", "", "rewrite the layout")
         return data
@@ -238,12 +268,12 @@ class Layout:
         """Blobs a manifest or index refers to (config and layers, or manifests)."""
         doc = self.read_json(desc)
         if desc.media_type in INDEX_TYPES:
-            return [Descriptor.from_json(m, desc.digest) for m in doc.get("manifests", [])]
+            return [Descriptor.from_json(m, desc.digest) for m in _list(doc, "manifests", desc.digest)]
         if desc.media_type in MANIFEST_TYPES:
             if "config" not in doc:
                 raise VerifyError(f"manifest {desc.digest} has no config", "", "")
             return [Descriptor.from_json(doc["config"], desc.digest)] + [
-                Descriptor.from_json(layer, desc.digest) for layer in doc.get("layers", [])
+                Descriptor.from_json(layer, desc.digest) for layer in _list(doc, "layers", desc.digest)
             ]
         raise VerifyError(f"unsupported media type {desc.media_type!r} for {desc.digest}", "", "")
 
@@ -255,6 +285,13 @@ class Layout:
             if d.media_type in INDEX_TYPES or d.media_type in MANIFEST_TYPES:
                 for child in self.children(d):
                     self.verify(child)
+
+
+def _list(doc: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = doc.get(key) or []
+    if not isinstance(value, list):
+        raise VerifyError(f"{key} of {where} is not a list", "", "the image is malformed; rebuild or pull it again")
+    return value
 
 
 def check_platform(config: Mapping[str, Any], arch: str | None, os_name: str, image: str) -> None:
@@ -458,20 +495,28 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
     return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
 
 
-def _replace_dir(src: Path, dest: Path) -> None:
-    """Move a finished directory into place, replacing an older layout at dest."""
-    if dest.is_symlink() or dest.is_file():
-        raise UsageError(f"{dest} exists and is not a directory", "", "choose another --output")
-    if dest.exists():
-        if any(dest.iterdir()) and not (dest / "oci-layout").exists():
-            raise UsageError(
-                f"{dest} exists and is not an image layout",
-                "hermetic only replaces directories it wrote",
-                "choose an empty or new --output directory",
-            )
-        old = dest.with_name(f".{dest.name}.old{os.getpid()}")
-        os.replace(dest, old)
-        os.replace(src, dest)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(src, dest)
+def replacer(option: str) -> Callable[[Path, Path], None]:
+    """How a finished layout goes into place; refusals name `option`, the one that chose the directory."""
+
+    def replace(src: Path, dest: Path) -> None:
+        """Move a finished directory into place, replacing an older layout at dest."""
+        if dest.is_symlink() or dest.is_file():
+            raise UsageError(f"{dest} exists and is not a directory", "", f"choose another {option} directory")
+        if dest.exists():
+            if any(dest.iterdir()) and not (dest / "oci-layout").exists():
+                raise UsageError(
+                    f"{dest} exists and is not an image layout",
+                    "hermetic only replaces directories it wrote; nothing was written there",
+                    f"choose an empty or new {option} directory",
+                )
+            old = dest.with_name(f".{dest.name}.old{os.getpid()}")
+            os.replace(dest, old)
+            os.replace(src, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(src, dest)
+
+    return replace
+
+
+_replace_dir = replacer("--output")

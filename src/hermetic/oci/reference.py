@@ -45,9 +45,11 @@ def _error_codes(body: bytes) -> list[str]:
     """The distribution spec's error codes in a response body ({"errors": [{"code": …}]})."""
     try:
         errors = json.loads(body).get("errors") or []
-        return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return []
+    if not isinstance(errors, list):
+        return []
+    return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
 
 
 def parse_reference(text: str) -> Reference:

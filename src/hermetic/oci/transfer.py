@@ -25,15 +25,16 @@ from .layout import (
     Descriptor,
     Layout,
     LayoutRef,
-    _replace_dir,
     check_platform,
     host_arch,
     pick_root,
+    replacer,
     select_manifest,
     sha256_digest,
 )
 from .reference import Reference
 from .registry import DEFAULT_CHUNK, RegistryClient, Stats
+from .transport import document_limit, too_large
 
 # -- push and pull ------------------------------------------------------------------
 
@@ -99,7 +100,9 @@ def push_layout(
     return PushResult(ref, root.digest, client.stats)
 
 
-def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | None = None) -> Descriptor:
+def pull_layout(
+    client: RegistryClient, ref: Reference, dest: Path, arch: str | None = None, option: str = "--layout"
+) -> Descriptor:
     """Pull one platform's image into an OCI layout at dest (written beside it, moved into place)."""
     repo = ref.repository
     media_type, body = client.get_manifest(repo, ref.reference)
@@ -111,7 +114,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
             "the registry serves damaged data; nothing was kept",
         )
     dest = dest.absolute()
-    with staged_dir(dest, _replace_dir) as tmpdir:
+    with staged_dir(dest, replacer(option)) as tmpdir:
         layout = Layout(tmpdir)
         layout.init()
         platform = None
@@ -153,6 +156,8 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
         manifest = Descriptor(media_type, digest, len(body))
         children = layout.children(manifest)
         # the config first: it says what platform this is before any layer is downloaded
+        if children[0].size > document_limit():
+            raise too_large(f"the image config of {ref}", children[0].size, document_limit())
         client.fetch_blob(repo, children[0], layout.blob_path(children[0].digest))
         config = layout.read_json(children[0])
         check_platform(config, want, "linux", str(ref))
@@ -167,7 +172,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
     return final
 
 
-def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descriptor:
+def pull_local(source: LayoutRef, dest: Path, arch: str | None = None, option: str = "--layout") -> Descriptor:
     """One platform's image of a local layout, copied into a new layout at dest: the twin of pull_layout.
 
     The same checks as a registry pull: every blob is hashed as it is copied, the
@@ -184,7 +189,13 @@ def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descri
     else:
         plat = {}
     dest = dest.absolute()
-    with staged_dir(dest, _replace_dir) as tmpdir:
+    if dest.exists() and dest.resolve() == source.path.resolve():
+        raise UsageError(
+            f"{dest} is the layout being pulled from",
+            "pulling a layout onto itself would replace the source with a copy of part of it",
+            f"choose another {option} directory",
+        )
+    with staged_dir(dest, replacer(option)) as tmpdir:
         out = Layout(tmpdir)
         out.init()
         body = src.read_blob(manifest)  # verified against the digest the index names

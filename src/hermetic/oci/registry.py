@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import http.client
-import json
 import os
 import ssl
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import RegistryError, VerifyError, disk_full
+from .answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
 from .auth import Tokens, basic, find_credentials, parse_challenge
 from .layout import (
     MT_DOCKER_LIST,
@@ -33,7 +33,7 @@ from .layout import (
     split_digest,
 )
 from .progress import Progress
-from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference, _error_codes
+from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference
 from .transport import (
     MAX_REDIRECTS,
     REDIRECTS,
@@ -48,7 +48,6 @@ from .transport import (
 __all__ = ["ACCEPT", "DEFAULT_CHUNK", "Progress", "RegistryClient", "Stats", "TransientRegistryError", "make_client"]
 
 DEFAULT_CHUNK = 16 << 20
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 ACCEPT = ", ".join((MT_MANIFEST, MT_INDEX, MT_DOCKER_MANIFEST, MT_DOCKER_LIST))
 
 
@@ -80,11 +79,6 @@ class _Stream:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-
-
-def _no_query(url: str) -> str:
-    """A URL as shown in messages: a presigned storage URL's query is a credential."""
-    return url.split("?", 1)[0]
 
 
 @dataclass
@@ -170,7 +164,7 @@ class RegistryClient:
         if parts.netloc != self.host or parts.scheme != self.scheme:
             raise RegistryError(
                 f"the registry sent us to another host: {parts.scheme}://{parts.netloc}",
-                f"Location {_no_query(url)!r}",
+                f"Location {no_query(url)!r}",
                 "hermetic follows upload locations on the same registry only",
             )
         return parts.path + ("?" + parts.query if parts.query else "")
@@ -192,7 +186,7 @@ class RegistryClient:
         (with follow, for blob GET/HEAD) redirects to the blob's storage."""
         ok = tuple(ok)
         target = self._target(url)
-        shown = f"{method} {self.base}{_no_query(target)}"
+        shown = f"{method} {self.base}{no_query(target)}"
         attempt = 0
         authed = False
         while True:
@@ -248,7 +242,7 @@ class RegistryClient:
                 ) from exc
             result = _Response(resp.status, resp.headers, data)
             if resp.status not in ok:
-                raise self._error(method, f"{self.base}{target}", result)
+                raise error_for(method, f"{self.base}{target}", result)
             return result
 
     def _follow(self, method: str, current: str, location: str, ok: tuple[int, ...], stream: bool) -> _Response | _Stream:
@@ -257,7 +251,7 @@ class RegistryClient:
         for _ in range(MAX_REDIRECTS):
             if not location:
                 raise RegistryError(
-                    f"{method} {_no_query(current)} answered a redirect without a Location", "",
+                    f"{method} {no_query(current)} answered a redirect without a Location", "",
                     "the registry is misconfigured; ask its operator",
                 )
             url = checked_url(urllib.parse.urljoin(current, location), insecure=self.insecure, what="the blob redirect to")
@@ -272,7 +266,7 @@ class RegistryClient:
                     "if that storage uses a private certificate authority, pass its certificate with --ca FILE",
                 ) from exc
             except (OSError, http.client.HTTPException) as exc:
-                raise _StorageFailed(f"{method} {_no_query(str(url))} failed", f"{type(exc).__name__}: {exc}", "rerun") from exc
+                raise _StorageFailed(f"{method} {no_query(str(url))} failed", f"{type(exc).__name__}: {exc}", "rerun") from exc
             current = str(url)
             if resp.status in REDIRECTS:
                 location = resp.getheader("Location") or ""
@@ -285,45 +279,15 @@ class RegistryClient:
             finally:
                 conn.close()
             if resp.status in RETRY_STATUSES:
-                raise _StorageFailed(f"{method} {_no_query(current)} answered {resp.status}", "", "rerun later")
+                raise _StorageFailed(f"{method} {no_query(current)} answered {resp.status}", "", "rerun later")
             if resp.status not in ok:
-                raise self._error(method, current, result)
+                raise error_for(method, current, result)
             return result
         raise RegistryError(
             f"{method} of a blob was redirected more than {MAX_REDIRECTS} times",
-            f"the last hop was {_no_query(current)}",
+            f"the last hop was {no_query(current)}",
             "the registry or its storage is misconfigured (a redirect loop); ask its operator",
         )
-
-    def _error(self, method: str, url: str, resp: _Response) -> RegistryError:
-        detail = resp.body[:500].decode(errors="replace").strip()
-        errors = _error_messages(resp.body)
-        detail = "; ".join(errors) or detail
-        what = f"{method} {_no_query(url)} answered {resp.status}"
-        if resp.status in RETRY_STATUSES:
-            return TransientRegistryError(
-                what, detail, "the registry is failing; rerun later, finished blobs are skipped"
-            )
-        if resp.status in (401, 403):
-            return RegistryError(
-                what,
-                detail or "access denied",
-                "log in (podman/skopeo login, docker login) or set HERMETIC_REGISTRY_USER and HERMETIC_REGISTRY_PASSWORD",
-            )
-        if resp.status in REDIRECTS:
-            return RegistryError(
-                what,
-                f"a redirect to {_no_query(resp.header('Location')) or '?'}, where hermetic expects an answer",
-                "hermetic follows redirects of blob downloads only; ask the registry's operator",
-            )
-        if resp.status == 404 and "/blobs/" in url:
-            return RegistryError(
-                what,
-                detail or "the blob is not in the repository",
-                "the registry lacks a blob that the image's manifest names: push the image again "
-                "(`hermetic push LAYOUT REF` uploads only what is missing)",
-            )
-        return RegistryError(what, detail, "")
 
     # -- authentication ---------------------------------------------------------
     def _authenticate(self, challenge: str, scopes: Sequence[str], sent: str) -> None:
@@ -535,7 +499,7 @@ class RegistryClient:
         )
         assert isinstance(resp, _Response)
         if resp.status == 404:
-            raise self._manifest_not_found(repo, reference, resp)
+            raise manifest_not_found(self.registry, repo, reference, resp.body, self.list_tags)
         media_type = resp.header("Content-Type").split(";")[0].strip()
         doc = parse_json(resp.body, f"manifest {self.registry}/{repo}:{reference}")
         if not isinstance(doc, dict):
@@ -556,44 +520,6 @@ class RegistryClient:
         if not isinstance(tags, list) and tags is not None:
             raise RegistryError(f"{self.registry}/{repo}: the tag list is not a list", "", "")
         return [str(t) for t in tags or []]
-
-    def _manifest_not_found(self, repo: str, reference: str, resp: _Response) -> RegistryError:
-        """A 404 on a manifest, told apart: no such repository, no such tag, or no such digest.
-
-        The distribution spec's error codes say which (NAME_UNKNOWN, MANIFEST_UNKNOWN); registries
-        that answer MANIFEST_UNKNOWN for both are asked for the repository's tag list.
-        """
-        codes = _error_codes(resp.body)
-        name = f"{self.registry}/{repo}"
-        asked = f"GET /v2/{repo}/manifests/{reference} answered 404" + (f" ({', '.join(codes)})" if codes else "")
-        tags: list[str] | None = []
-        if "NAME_UNKNOWN" in codes:
-            tags = None
-        else:
-            try:
-                tags = self.list_tags(repo)
-            except RegistryError:
-                tags = []  # the tag list is private or broken: say what we know
-        if tags is None:
-            return RegistryError(
-                f"repository {name} does not exist",
-                f"{asked}; the registry does not know the repository {repo!r}",
-                f"check the repository name (a typo, or a missing org/ prefix?), or push the image first: "
-                f"hermetic push LAYOUT {name}:TAG",
-            )
-        if reference.startswith("sha256:"):
-            return RegistryError(
-                f"{name} has no manifest {reference}",
-                asked,
-                f"check the digest (`hermetic inspect {name}:TAG` prints the digest of a tag), or pull by tag",
-            )
-        have = ", ".join(sorted(tags)[:20]) + (f", … ({len(tags)} in all)" if len(tags) > 20 else "")
-        return RegistryError(
-            f"{name} has no tag {reference!r}",
-            f"{asked}; the repository exists" + (f" and has the tags: {have}" if tags else ""),
-            (f"pull one of its tags (e.g. {name}:{sorted(tags)[0]}), or " if tags else "")
-            + f"push the image under this tag first: hermetic push LAYOUT {name}:{reference}",
-        )
 
     def manifest_exists(self, repo: str, reference: str) -> bool:
         resp = self.request(
@@ -624,17 +550,6 @@ class RegistryClient:
                 "the registry rewrote the manifest; use one that stores manifests verbatim",
             )
         return resp.header("OCI-Subject")
-
-
-def _error_messages(body: bytes) -> list[str]:
-    """`CODE: message` of each error in a distribution error body ({"errors": [...]})."""
-    try:
-        errors = json.loads(body).get("errors")
-    except (ValueError, AttributeError, RecursionError):
-        return []
-    if not isinstance(errors, list):
-        return []
-    return [f"{e.get('code')}: {e.get('message')}"[:300] for e in errors[:10] if isinstance(e, dict)]
 
 
 def make_client(

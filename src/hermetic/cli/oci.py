@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,7 @@ def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutR
             pulled = pull_into(stage / "layout", "--unpack")
             if client is not None and args.with_attestations:
                 _pull_attestations(client, src, pulled.digest, Layout(stage / "layout"), stage / "att", attestations, settings)
-            desc = unpack_layout(Layout(stage / "layout"), target, progress=lambda m: say(settings, m))
+            desc = unpack_layout(Layout(stage / "layout"), target, progress=lambda m: say(settings, m), warn=warn)
             if (stage / "att").is_dir():
                 os.rename(stage / "att", attestations)
         finally:
@@ -213,6 +214,11 @@ def _pull_attestations(
         out(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
     if not got:
         say(settings, f"{ref}: no attestations ({via})")
+
+
+def warn(text: str) -> None:
+    """A warning on stderr, --quiet or not: something was changed on the user's behalf."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:

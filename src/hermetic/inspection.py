@@ -228,7 +228,8 @@ def inspect_ref(
         with tempfile.TemporaryDirectory(prefix="hermetic-inspect-") as tmp:
             layout = Layout(Path(tmp))
             layout.init()
-            config_desc = Descriptor.from_json(doc.get("config"), digest)
+            layout.put_bytes(body)
+            config_desc = layout.children(manifest)[0]  # every descriptor of the manifest checked, not just this
             client.fetch_blob(repo, config_desc, layout.blob_path(config_desc.digest))
             config = layout.read_json(config_desc)
             facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)

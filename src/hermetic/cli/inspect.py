@@ -62,7 +62,7 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
             raise refused
         report = inspect_record(path)
     elif target.exists():
-        raise UsageError(f"cannot inspect {target}", f"it is not an image layout, a wheel or a build record; {_WHAT}", "")
+        raise UsageError(f"cannot inspect {target}", f"it is not an image layout, a wheel or a build record; {_WHAT}", "pass one of those")
     else:
         src = parse_image_source(args.target)  # a missing path is "no such file", not a registry host
         if isinstance(src, LayoutRef):

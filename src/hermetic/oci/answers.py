@@ -65,7 +65,7 @@ def error_for(method: str, url: str, resp: Answer) -> RegistryError:
             "the registry lacks a blob that the image's manifest names: push the image again "
             "(`hermetic push LAYOUT REF` uploads only what is missing)",
         )
-    return RegistryError(what, detail, "")
+    return RegistryError(what, detail, "check the reference and the registry's status; the answer above says what it refused")
 
 
 def manifest_not_found(

@@ -108,11 +108,25 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
 
 
 
+def merge_scopes(scopes: Sequence[str]) -> list[str]:
+    """`repository:a:pull` and `repository:a:pull,push` as one `repository:a:pull,push`, in first-seen order."""
+    merged: dict[str, list[str]] = {}
+    for scope in scopes:
+        resource, sep, actions = scope.rpartition(":")
+        if not sep or ":" not in resource:
+            merged.setdefault(scope, [])
+            continue
+        have = merged.setdefault(resource, [])
+        have += [a for a in actions.split(",") if a and a not in have]
+    return [f"{r}:{','.join(a)}" if a else r for r, a in merged.items()]
+
+
 def basic(credentials: tuple[str, str]) -> str:
     user, password = credentials
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
+_TOKEN_FIX = "the registry's token service is misconfigured; ask its operator"
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
 
 
@@ -216,12 +230,12 @@ def _parse_token(body: bytes, realm: str) -> tuple[str, float]:
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise RegistryError(f"the token service {realm} answered something else than JSON", str(exc)[:200], "") from exc
+        raise RegistryError(f"the token service {realm} answered something else than JSON", str(exc)[:200], _TOKEN_FIX) from exc
     if not isinstance(data, dict):
-        raise RegistryError(f"the token service {realm} answered something else than a JSON object", "", "")
+        raise RegistryError(f"the token service {realm} answered something else than a JSON object", "", _TOKEN_FIX)
     token = data.get("token") or data.get("access_token")
     if not isinstance(token, str) or not token:
-        raise RegistryError(f"the token service {realm} sent no token", "neither 'token' nor 'access_token'", "")
+        raise RegistryError(f"the token service {realm} sent no token", "neither 'token' nor 'access_token'", _TOKEN_FIX)
     if set(token) - _TOKEN_CHARS or len(token) > 64 << 10:
         raise RegistryError(
             f"the token service {realm} sent a token hermetic cannot send back",

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ..errors import RegistryError, VerifyError, disk_full
 from .answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
-from .auth import Tokens, basic, find_credentials, parse_challenge
+from .auth import Tokens, basic, find_credentials, merge_scopes, parse_challenge
 from .layout import (
     MT_DOCKER_LIST,
     MT_DOCKER_MANIFEST,
@@ -305,7 +305,7 @@ class RegistryClient:
             if sent.startswith("Bearer "):
                 self.tokens.forget(sent.removeprefix("Bearer "))  # expired or revoked: ask again once
             challenged = params["scope"].split(" ") if params.get("scope") else []
-            wanted = list(dict.fromkeys([*self.scopes, *challenged, *scopes]))
+            wanted = merge_scopes([*self.scopes, *challenged, *scopes])
             self._auth_header = "Bearer " + self.tokens.token(params, wanted)
             return
         raise RegistryError(
@@ -352,7 +352,7 @@ class RegistryClient:
                 if not location:
                     location = self._start_upload(repo, scopes).header("Location")
                 if not location:
-                    raise RegistryError(f"{self.registry} started an upload without a Location", "", "")
+                    raise RegistryError(f"{self.registry} started an upload without a Location", "", "the registry does not follow the distribution spec; ask its operator")
                 self._upload(location, desc, path, chunk_size, label)
                 self.stats.uploaded.append(desc.digest)
                 return
@@ -403,7 +403,7 @@ class RegistryClient:
                 resp = self.request("PATCH", location, body=chunk, headers=hdrs, ok=(202, 416), retry=False)
                 assert isinstance(resp, _Response)
                 if resp.status == 416:
-                    raise TransientRegistryError("the registry lost track of the upload", "416 on PATCH", "")
+                    raise TransientRegistryError("the registry lost track of the upload", "416 on PATCH", "rerun the push")
             except TransientRegistryError:
                 failures += 1
                 if failures > self.retries:
@@ -426,7 +426,7 @@ class RegistryClient:
         try:
             last = int(end)
         except ValueError:
-            raise TransientRegistryError("the registry sent no upload range", resp.header("Range"), "") from None
+            raise TransientRegistryError("the registry sent no upload range", resp.header("Range"), "rerun the push") from None
         # "0-0" means nothing or one byte; a PATCH from 0 then gets 416 and the blob starts over
         offset = last + 1 if last > 0 else 0
         return resp.header("Location") or location, offset
@@ -443,7 +443,7 @@ class RegistryClient:
                     stream=True, follow=True,
                 )
                 if isinstance(resp, _Response):  # not reached: stream=True returns a stream
-                    raise RegistryError("internal: expected a streamed response", "", "")
+                    raise RegistryError("internal: expected a streamed response", "", "report this as a bug of hermetic")
                 try:
                     self._download(resp, desc, tmp, f"{self.registry}/{repo}", label)
                 finally:
@@ -518,7 +518,7 @@ class RegistryClient:
         doc = parse_json(resp.body, f"the tag list of {self.registry}/{repo}")
         tags = doc.get("tags") if isinstance(doc, dict) else None
         if not isinstance(tags, list) and tags is not None:
-            raise RegistryError(f"{self.registry}/{repo}: the tag list is not a list", "", "")
+            raise RegistryError(f"{self.registry}/{repo}: the tag list is not a list", "", "the registry serves damaged data; ask its operator")
         return [str(t) for t in tags or []]
 
     def manifest_exists(self, repo: str, reference: str) -> bool:

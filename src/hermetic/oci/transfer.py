@@ -20,6 +20,7 @@ from ..errors import RegistryError, UsageError, VerifyError
 from ..staging import staged_dir
 from .layout import (
     INDEX_TYPES,
+    MALFORMED,
     MANIFEST_TYPES,
     REF_NAME,
     Descriptor,
@@ -147,11 +148,11 @@ def pull_layout(
             digest = sha256_digest(body)
             if digest != chosen.digest:
                 raise VerifyError(
-                    f"manifest {chosen.digest} of {ref} does not match its digest", f"received {digest}", ""
+                    f"manifest {chosen.digest} of {ref} does not match its digest", f"received {digest}", "the registry serves damaged data; nothing was kept"
                 )
             layout.blob_path(index.digest).unlink()
         if media_type not in MANIFEST_TYPES:
-            raise VerifyError(f"{ref} is a {media_type!r}, not an image", "", "")
+            raise VerifyError(f"{ref} is a {media_type[:80]!r}, not an image", "", "pull an image (a manifest or an index of them)")
         layout.put_bytes(body)
         manifest = Descriptor(media_type, digest, len(body))
         children = layout.children(manifest)
@@ -183,7 +184,7 @@ def pull_local(source: LayoutRef, dest: Path, arch: str | None = None, option: s
     root = pick_root(src, source.tag or None)
     manifest = select_manifest(src, root, arch)
     if manifest.media_type not in MANIFEST_TYPES:
-        raise VerifyError(f"{source} is a {manifest.media_type!r}, not an image", "", "")
+        raise VerifyError(f"{source} is a {manifest.media_type[:80]!r}, not an image", "", "pull an image (a manifest or an index of them)")
     if root.media_type in INDEX_TYPES:
         plat = dict(manifest.platform or {})
     else:
@@ -248,9 +249,9 @@ def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[
     try:
         ids = [str(d) for d in config["rootfs"]["diff_ids"]]
     except (KeyError, TypeError) as exc:
-        raise VerifyError("image config has no rootfs.diff_ids", str(exc), "") from exc
+        raise VerifyError("image config has no rootfs.diff_ids", str(exc), MALFORMED) from exc
     if len(ids) != len(layers):
-        raise VerifyError("image config and manifest disagree", f"{len(ids)} diff_ids for {len(layers)} layers", "")
+        raise VerifyError("image config and manifest disagree", f"{len(ids)} diff_ids for {len(layers)} layers", MALFORMED)
     for layer, expected in zip(layers, ids, strict=True):
         actual = layer_diff_id(layout.blob_path(layer.digest), layer.media_type)
         if actual != expected:

@@ -97,7 +97,7 @@ class _Guarded:
 
 
 @contextmanager
-def _edges() -> Iterator[tuple[_Guarded, _Guarded]]:
+def process_edges() -> Iterator[tuple[_Guarded, _Guarded]]:
     """Guarded stdout/stderr and signal handlers for the length of one command; the old ones afterwards."""
     out, err = _Guarded(sys.stdout, stops=True), _Guarded(sys.stderr, stops=False)
     saved_streams = sys.stdout, sys.stderr
@@ -185,7 +185,7 @@ def _run(argv: Sequence[str] | None, out: _Guarded) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with _edges() as (out, _):
+    with process_edges() as (out, _):
         try:
             rc = _run(argv, out)
         except HermeticError as exc:

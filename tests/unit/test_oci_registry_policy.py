@@ -373,3 +373,25 @@ def test_config_over_the_cap_is_refused_before_download(servers: tuple[Server, S
     with pytest.raises(VerifyError, match="larger than hermetic reads"):
         pull(reg, tmp_path)
     assert not any("/blobs/" in p for _, p, _ in reg.seen)
+
+
+def test_head_of_a_large_blob_is_no_answer_over_the_cap(servers: tuple[Server, Server]) -> None:
+    """A HEAD's Content-Length is the blob's size, not a body to refuse: a 1 GiB layer exists."""
+    reg, store = servers
+
+    class Head(_Handler):
+        def do_HEAD(self) -> None:
+            self.server.seen.append((self.command, self.path, dict(self.headers.items())))
+            if self.path.startswith("/v2/"):
+                self.send_response(307)
+                self.send_header("Location", f"http://{store.host}/b")
+                self.send_header("Content-Length", "0")
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", str(1 << 30))
+            self.end_headers()
+
+    reg.RequestHandlerClass = store.RequestHandlerClass = Head
+    with client(reg) as c:
+        assert c.blob_exists("x/y", "sha256:" + "a" * 64)
+    assert [m for m, _, _ in store.seen] == ["HEAD"]

@@ -161,9 +161,10 @@ class RegistryClient:
         """A path+query on our registry from a relative or absolute URL (e.g. an upload Location)."""
         full = urllib.parse.urljoin(self.base + "/", url)
         parts = urllib.parse.urlsplit(full)
-        if parts.netloc != self.host or parts.scheme != self.scheme:
+        # the scheme is not compared: a registry behind a TLS proxy may name http; we stay on our connection
+        if parts.netloc != self.host:
             raise RegistryError(
-                f"the registry sent us to another host: {parts.scheme}://{parts.netloc}",
+                f"the registry sent us to another host: {parts.netloc}",
                 f"Location {no_query(url)!r}",
                 "hermetic follows upload locations on the same registry only",
             )
@@ -215,7 +216,8 @@ class RegistryClient:
                     return self._follow(method, self.base + target, location, ok, stream)
                 if stream and resp.status in ok:
                     return _Stream(resp, None)
-                data = read_body(resp, document_limit(), f"the answer to {shown}")
+                # a HEAD's Content-Length is the blob's, with no body to read
+                data = resp.read() if method == "HEAD" else read_body(resp, document_limit(), f"the answer to {shown}")
                 if resp.getheader("Connection", "").lower() == "close":
                     self.close()
             except ssl.SSLError as exc:
@@ -275,7 +277,8 @@ class RegistryClient:
             if stream and resp.status in ok:
                 return _Stream(resp, conn)
             try:
-                result = _Response(resp.status, resp.headers, read_body(resp, document_limit(), f"the answer of {url.netloc}"))
+                body = resp.read() if method == "HEAD" else read_body(resp, document_limit(), f"the answer of {url.netloc}")
+                result = _Response(resp.status, resp.headers, body)
             finally:
                 conn.close()
             if resp.status in RETRY_STATUSES:

@@ -157,16 +157,15 @@ def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
         )
     created = make_parents(target.parent)
     try:
-        shown = _pull(args, settings, src, target, attestations)
+        _pull(args, settings, src, target, attestations)
     except BaseException:
         remove_created(created)  # a refused pull leaves nothing, the directories above it included
         raise
-    out(shown)
     return 0
 
 
-def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutRef, target: Path, attestations: Path) -> str:
-    """Pull into target; the result line. --unpack stages the layout in a fresh directory beside target."""
+def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutRef, target: Path, attestations: Path) -> None:
+    """Pull into target, printing the result lines. --unpack stages the layout in a fresh directory beside target."""
     client = None if isinstance(src, LayoutRef) else _client(args, settings, src)
 
     def pull_into(dest: Path, option: str) -> Descriptor:
@@ -179,9 +178,10 @@ def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutR
     try:
         if args.layout:
             desc = pull_into(target, "--layout")
+            out(f"{src} {desc.digest} {target}")
             if client is not None and args.with_attestations:
                 _pull_attestations(client, src, desc.digest, Layout(target), None, None, settings)
-            return f"{src} {desc.digest} {target}"
+            return
         stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.pull-", dir=target.parent))
         try:
             pulled = pull_into(stage / "layout", "--unpack")
@@ -192,7 +192,7 @@ def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutR
                 os.rename(stage / "att", attestations)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        return f"{src} {desc.digest} {target}"
+        out(f"{src} {desc.digest} {target}")
     finally:
         if client is not None:
             client.close()

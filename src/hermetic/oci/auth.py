@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import HermeticError, RegistryError, UsageError
 from .reference import DOCKER_HUB, DOCKER_HUB_API
-from .transport import REDIRECTS, TransientRegistryError, checked_url, document_limit, read_body, send_once
+from .transport import REDIRECTS, TRUST_CA, TransientRegistryError, checked_url, document_limit, read_body, send_once
 
 # -- credentials ----------------------------------------------------------------
 
@@ -180,7 +180,7 @@ class Tokens:
         except ssl.SSLError as exc:
             raise RegistryError(
                 f"TLS to the token service {url.netloc} failed", str(exc),
-                "if it uses a private certificate authority, pass its certificate with --ca FILE",
+                f"if it uses a private certificate authority, {TRUST_CA}",
             ) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise _transient(f"cannot get a token from {realm}", f"{type(exc).__name__}: {exc}") from exc

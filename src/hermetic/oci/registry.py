@@ -36,7 +36,9 @@ from .progress import Progress
 from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference
 from .transport import (
     MAX_REDIRECTS,
+    PLAIN_HTTP,
     REDIRECTS,
+    TRUST_CA,
     TransientRegistryError,
     checked_url,
     document_limit,
@@ -225,8 +227,7 @@ class RegistryClient:
                 raise RegistryError(
                     f"TLS to {self.host} failed",
                     str(exc),
-                    "if the registry uses a private certificate authority, pass its certificate with --ca FILE "
-                    "(or SSL_CERT_FILE); for a plain-http registry on this machine pass --insecure",
+                    f"if the registry uses a private certificate authority, {TRUST_CA}; {PLAIN_HTTP}",
                 ) from exc
             except VerifyError:
                 self.close()  # an answer refused part way: the connection holds the rest
@@ -265,7 +266,7 @@ class RegistryClient:
                 raise RegistryError(
                     f"TLS to {url.netloc} failed (the registry sent the blob download there)",
                     str(exc),
-                    "if that storage uses a private certificate authority, pass its certificate with --ca FILE",
+                    f"if that storage uses a private certificate authority, {TRUST_CA}",
                 ) from exc
             except (OSError, http.client.HTTPException) as exc:
                 raise _StorageFailed(f"{method} {no_query(str(url))} failed", f"{type(exc).__name__}: {exc}", "rerun") from exc

@@ -15,6 +15,10 @@ from ..errors import RegistryError, UsageError, VerifyError
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
 DEFAULT_MAX_DOCUMENT = 4 << 20  # the distribution spec's suggested limit for manifests
+# How a user trusts a private CA or allows plain http: the options of push, pull and inspect; a --substitute
+# names a plain-http registry as http://REGISTRY/REPO and trusts what SSL_CERT_FILE names.
+TRUST_CA = "pass its CA certificate with --ca FILE (push, pull, inspect) or SSL_CERT_FILE=FILE"
+PLAIN_HTTP = "for a plain-http registry on this machine: --insecure (push, pull, inspect) or --substitute http://REGISTRY/REPO"
 _document_limit = [DEFAULT_MAX_DOCUMENT]
 
 
@@ -100,7 +104,7 @@ def checked_url(url: str, *, insecure: bool, what: str, http_loopback_only: bool
             raise RegistryError(
                 f"refusing {what} {shown!r}",
                 "it is plain http, which anyone on the way can read and change; hermetic needs https here",
-                "use a registry that answers over https, or pass --insecure for a registry on this machine",
+                f"use a registry that answers over https; {PLAIN_HTTP}",
             )
         if http_loopback_only and not is_loopback(parts.hostname):
             raise RegistryError(
@@ -125,7 +129,7 @@ def too_large(what: str, size: int, limit: int) -> VerifyError:
     return VerifyError(
         f"{what} is larger than hermetic reads",
         f"{size} bytes; the limit for manifests, indexes and image configs is {limit} bytes",
-        "if you trust its source, raise the limit (--max-manifest-size, e.g. --max-manifest-size 16M)",
+        "if you trust its source, raise the limit: --max-manifest-size 16M (push, pull, inspect)",
     )
 
 

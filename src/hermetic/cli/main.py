@@ -193,8 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt as exc:
             signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
             print(
-                f"hermetic: interrupted ({signal.Signals(signum).name}): the running steps were stopped and "
-                "what they had written removed; nothing was finished", file=sys.stderr, flush=True,
+                f"hermetic: interrupted ({signal.Signals(signum).name}): the running step was stopped and what it "
+                "had half written removed; rerun the command to start again",
+                file=sys.stderr, flush=True,
             )
             return 128 + signum
         except BrokenPipeError:

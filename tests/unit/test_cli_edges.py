@@ -169,3 +169,13 @@ def test_inspect_checks_a_record_against_its_files_and_its_tree(tmp_path: Path) 
     record.write_text(json.dumps(data))
     zeroed = run("inspect", str(record), cwd=tmp_path)
     assert zeroed.returncode == 8 and "is not that of the files it lists" in zeroed.stderr
+
+
+def test_a_listing_keeps_its_verdict_when_nobody_reads_it(tmp_path: Path, closed_pipe: int) -> None:
+    """`hermetic inspect X | head -1`: the report is cut short, the verdict (exit 8) is not."""
+    record = make_record(tmp_path / "b")
+    data = json.loads(record.read_text())
+    data["tree"]["digest"] = "sha256:" + "0" * 64
+    record.write_text(json.dumps(data))
+    proc = run("inspect", str(record), cwd=tmp_path, stdout=closed_pipe)
+    assert proc.returncode == 8 and "is not that of the files it lists" in proc.stderr

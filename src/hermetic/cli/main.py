@@ -31,7 +31,7 @@ _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "mi
                  "no_compile_cache", "distribute", "no_distribute")
 # Options whose argparse dest differs from the setting's name (common.py says why).
 _DESTS = {"arch": "target_arch"}
-# Commands whose output is a read-only listing: a reader that stops early (`| head`) ends them, quietly, with 0.
+# Commands whose output is a read-only listing: a reader that stops early (`| head`) is no failure of theirs.
 _LISTINGS: frozenset[Handler] = frozenset({build.cmd_variants, toolchain.cmd_list, inspect.cmd_inspect})
 # A job whose result lines could not be written: the exit status of a command killed by SIGPIPE.
 OUTPUT_LOST = 128 + signal.SIGPIPE
@@ -49,34 +49,30 @@ class Interrupted(KeyboardInterrupt):
 class _Guarded:
     """stdout or stderr that survives its reader going away.
 
-    The first EPIPE points the descriptor at /dev/null (so children and the final flush write there) and
-    marks the stream lost. `stops` decides what the write that met it does: raise (a listing ends) or
-    carry on (a job finishes its work; stderr never stops anything).
+    The first EPIPE points the descriptor at /dev/null (so children and the final flush write there), marks
+    the stream lost and lets the command go on: work is never cut short by a reader that left. Whether a lost
+    stdout matters is decided at the end (a listing's does not, a job's result lines do).
     """
 
-    def __init__(self, stream: TextIO, stops: bool) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.stops = stops
         self.lost = False
 
     def _broken(self) -> None:
-        if not self.lost:
-            self.lost = True
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self.stream.fileno())
-                os.close(devnull)
-            except (OSError, ValueError):
-                pass
-        if self.stops:
-            raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+        if self.lost:
+            return
+        self.lost = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
 
     def write(self, text: str) -> int:
         try:
             return self.stream.write(text)
-        except BrokenPipeError:
-            self._broken()
-        except OSError as exc:
+        except OSError as exc:  # BrokenPipeError, or EPIPE by another name
             if exc.errno != errno.EPIPE:
                 raise
             self._broken()
@@ -85,8 +81,6 @@ class _Guarded:
     def flush(self) -> None:
         try:
             self.stream.flush()
-        except BrokenPipeError:
-            self._broken()
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
@@ -99,7 +93,7 @@ class _Guarded:
 @contextmanager
 def process_edges() -> Iterator[tuple[_Guarded, _Guarded]]:
     """Guarded stdout/stderr and signal handlers for the length of one command; the old ones afterwards."""
-    out, err = _Guarded(sys.stdout, stops=True), _Guarded(sys.stderr, stops=False)
+    out, err = _Guarded(sys.stdout), _Guarded(sys.stderr)
     saved_streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     saved: dict[int, Any] = {}
@@ -164,14 +158,13 @@ def _check_root(cli_values: dict[str, Any]) -> None:
         )
 
 
-def _run(argv: Sequence[str] | None, out: _Guarded) -> int:
+def _run(argv: Sequence[str] | None) -> tuple[int, Handler | None]:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Handler | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()
-        return 2
-    out.stops = func in _LISTINGS
+        return 2, None
     cli_values = {k: getattr(args, _DESTS.get(k, k)) for k in _SETTING_KEYS if hasattr(args, _DESTS.get(k, k))}
     _check_root(cli_values)
     settings = resolve(cli_values, os.environ, Path.cwd())
@@ -181,13 +174,13 @@ def _run(argv: Sequence[str] | None, out: _Guarded) -> int:
             "only `hermetic all` builds several (one after the other) and merges their images into one index",
             "give one architecture, or run `hermetic all --arch " + ",".join(settings.arches) + "`",
         )
-    return func(args, settings)
+    return func(args, settings), func
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with process_edges() as (out, _):
         try:
-            rc = _run(argv, out)
+            rc, func = _run(argv)
         except HermeticError as exc:
             failure: HermeticError = exc
         except KeyboardInterrupt as exc:
@@ -198,8 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr, flush=True,
             )
             return 128 + signum
-        except BrokenPipeError:
-            return 0  # a listing whose reader stopped early (`| head`): not an error of ours
         except json.JSONDecodeError as exc:
             failure = VerifyError("a JSON file hermetic reads is damaged", str(exc), "rebuild or refetch what wrote it")
         except RecursionError:
@@ -210,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             failure = _os_error(exc)
         else:
-            if out.lost and rc == 0:
+            if out.lost and rc == 0 and func not in _LISTINGS:
                 print(
                     "error: the results could not be written: standard output was closed before the end\n"
                     "  why: its reader went away (`| head`?); the work itself finished\n"

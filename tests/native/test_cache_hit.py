@@ -204,12 +204,14 @@ def test_cache_key_includes_the_assembler(
     monkeypatch.setattr(nvjitlink, "version", lambda: "13.0")
     c = tilec.Compiler(settings)
     keys = {}
-    for assembler in ("ptxas", "nvjitlink"):
+    for assembler in ("ptxas", "nvjitlink", "nvptxcompiler"):
         opts = tilec.CompileOptions(target="sm_90", backend_options={"assembler": assembler})
         keys[assembler] = c.cache_key(kernels.EXP_IR, opts, *c.resolve(opts))
+    # The default (auto) keys as the assembler it picks: nvPTXCompiler here (the test extra
+    # installs it, of ptxas's release).
     default = tilec.CompileOptions(target="sm_90")
-    assert c.cache_key(kernels.EXP_IR, default, *c.resolve(default)) == keys["ptxas"]
-    assert keys["ptxas"] != keys["nvjitlink"]
+    assert c.cache_key(kernels.EXP_IR, default, *c.resolve(default)) == keys["nvptxcompiler"]
+    assert len(set(keys.values())) == 3
     monkeypatch.setattr(nvjitlink, "version", lambda: "13.1")
     opts = tilec.CompileOptions(target="sm_90", backend_options={"assembler": "nvjitlink"})
     assert c.cache_key(kernels.EXP_IR, opts, *c.resolve(opts)) != keys["nvjitlink"]
@@ -218,7 +220,7 @@ def test_cache_key_includes_the_assembler(
 def test_unknown_assembler_and_missing_nvjitlink(
     tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: Any
 ) -> None:
-    with pytest.raises(tilec.TargetError, match="assembler must be one of 'ptxas', 'nvjitlink', got 'nvcc'"):
+    with pytest.raises(tilec.TargetError, match="assembler must be one of 'auto', 'ptxas', 'nvptxcompiler', 'nvjitlink', got 'nvcc'"):
         tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings, assembler="nvcc")
     from tilec.backends.cuda import nvjitlink
 

@@ -160,7 +160,13 @@ def build(lib: Library, cxx: Path | None, target: Path) -> Path:
         exports = work / "exports.map"
         exports.write_text(_EXPORTS)
         cmd = build_command(cxx, lib, exports, work / "shim.so")
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+        # The compiler runs `as` and `ld` from PATH: its own directory's first.
+        dirs = (str(cxx.parent), os.environ.get("PATH", ""), "/usr/bin:/bin")
+        path = os.pathsep.join(d for d in dirs if d)
+        env = {**os.environ, "PATH": path, "LC_ALL": "C"}
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=600, env=env
+        )
         if proc.returncode != 0:
             raise ToolError(
                 "linking the nvPTXCompiler shim (needs g++ with a static libstdc++)",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from .. import native
-from ..cache import digest_json
+from ..cache.format import digest_json
 from ..errors import CompileError, TargetError
 from ..kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
 from ..launch import Signature

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...cache import file_state, unchanged
+from ...cache.format import file_state, unchanged
 from ...errors import ToolNotFoundError
 from ...settings import Settings
 from . import nvptxcompiler

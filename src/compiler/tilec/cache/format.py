@@ -1,4 +1,4 @@
-"""Content-addressed on-disk cache of compiled kernels.
+"""The kernel cache's bytes and files: entries, shortcuts, heads, their digests, where they live.
 
 One file per key, written to a temp file and moved into place with os.replace, so readers
 see either nothing or a whole entry. Nothing is fsync'ed: after a power loss a file may be
@@ -18,7 +18,7 @@ A shortcut carries a copy of its entry, so that such a hit opens and reads one f
 
     tilec-shortcut 4 <digest of what follows, up to the end of the entry's first part>
     <key>
-    <digest of the key's other parts (see Compiler.key_base)>
+    <digest of the key's other parts (see tilec.cache.key.key_base)>
     <n> <the entry's length> <digest of the entry's bytes after its first n>
     <the kernel's head, or - for none: see below>
     <number of watched paths, or - for none>
@@ -58,7 +58,7 @@ from typing import Any, Literal, NamedTuple
 try:
     # The shortcut read, checked and its watched tools stat'ed in one C call (csrc/hit.c);
     # decode_shortcut and same_state below do the same where it was not built.
-    from . import _hit  # type: ignore[attr-defined]
+    from .. import _hit  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a source tree without the extension
     _hit = None
 

@@ -1,6 +1,6 @@
 """`tilec` command line: aot, aot-link, compile (with stage dumps), backends.
 
-Parsing only; the work is done by tilec.compiler, tilec.backends and tilec.backends.cuda.aot.
+Parsing only; the work is done by tilec.compiler, tilec.backends and tilec.aot.
 User errors print one message and exit 1 (usage errors: 2), without a traceback.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import llvmlite.ir
 
-from .backends.cuda import aot as aot_mod
+from . import aot as aot_mod
 from .backends.registry import registry_for
 from .compiler import Compiler
 from .errors import TilecError

@@ -98,11 +98,22 @@ def file_state(path: str) -> list[int]:
 
 
 def unchanged(watch: list[list[Any]]) -> bool:
-    """Whether every [path, state] of `watch` still has that state."""
+    """Whether every [path, state] of `watch` still has that state ([-1, -1]: still absent)."""
+    # One loop without temporaries: a cache hit keyed by the IR runs it on every watched path.
+    stat = os.stat
     try:
-        return all(file_state(path) == list(state) for path, state in watch)
+        for path, (mtime, size) in watch:
+            try:
+                st = stat(path)
+            except OSError:
+                if mtime != -1 or size != -1:
+                    return False
+                continue
+            if st.st_mtime_ns != mtime or st.st_size != size:
+                return False
     except (TypeError, ValueError):
         return False
+    return True
 
 
 class Entry(NamedTuple):

@@ -49,10 +49,10 @@ _RELEASES: dict[int, tuple[tuple[int, int], tuple[int, int] | None]] = {
 def release_problem(arch: str, release: str) -> str | None:
     """Why a PTX compiler of CUDA `release` ("13.0.88") cannot compile for `arch`, or None where it
     can (or where neither is known here)."""
-    m = re.match(r"^(\d+)\.(\d+)", release)
-    if m is None:
+    parts = release.split(".")  # no regular expression: a cache hit keyed by the IR asks this
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         return None
-    have = (int(m.group(1)), int(m.group(2)))
+    have = (int(parts[0]), int(parts[1]))
     try:
         cc, _ = number(arch)
     except ValueError:

@@ -257,8 +257,11 @@ class CudaBackend(Backend):
         return stages
 
     @staticmethod
-    def assembler(target: Target, own: CudaOptions, settings: Settings) -> Choice:
-        """Which assembler makes the cubin, and why where `auto` chose (see Choice)."""
+    def assembler(
+        target: Target, own: CudaOptions, settings: Settings, tools: dict[str, Any] | None = None
+    ) -> Choice:
+        """Which assembler makes the cubin, and why where `auto` chose (see Choice); `tools`:
+        the tools' identity where the caller has it (each asking stats every watched path)."""
         asked = own.assembler or settings.assembler
         if asked not in ASSEMBLERS:
             raise TargetError(
@@ -266,7 +269,7 @@ class CudaBackend(Backend):
             )
         if asked != "auto":
             return Choice(asked)
-        return _auto(target, settings)
+        return _auto(target, tools if tools is not None else toolchain.identity(settings))
 
     def _llir_opt(self, src: str, ctx: StageContext) -> str:
         md, opts, target = _md(ctx.metadata), ctx.options, ctx.target
@@ -364,7 +367,7 @@ class CudaBackend(Backend):
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
         own = self.options(options)
         tools = toolchain.identity(settings)
-        name = self.assembler(target, own, settings).name if own.use_ptxas else None
+        name = self.assembler(target, own, settings, tools).name if own.use_ptxas else None
         nvptxc = tools["nvptxcompiler"]
         check = name == "nvptxcompiler" and settings.assembler_check
         return {
@@ -419,11 +422,12 @@ def nvptxcompiler_library(settings: Settings) -> nvptxcompiler.Library:
     return nvptxcompiler.library(Path(ident[0]), ident[1], ident[2])
 
 
-def _auto(target: Target, settings: Settings) -> Choice:
+def _auto(target: Target, tools: dict[str, Any]) -> Choice:
     """nvPTXCompiler where it gives ptxas's code: the library is there, of the release of the
-    ptxas that would run otherwise (or no ptxas is found), it knows the arch, and its shim is
-    built or can be (a C++ compiler is there); ptxas otherwise."""
-    tools = toolchain.identity(settings)
+    ptxas that would run otherwise (or no ptxas is found), and it knows the arch; ptxas
+    otherwise. Made from the tools' identity alone (a cache hit keyed by the IR asks it): a
+    shim that then cannot be linked (no C++ compiler) makes the compile fall back to ptxas,
+    whose code is the same, and say so (CudaBackend._nvptxcompiler)."""
     nvptxc, ptxas = tools["nvptxcompiler"], tools["ptxas"]
     if nvptxc is None:
         note = f"auto: ptxas (no nvPTXCompiler library: {nvptxcompiler.INSTALL})"
@@ -438,25 +442,5 @@ def _auto(target: Target, settings: Settings) -> Choice:
     problem = sm.release_problem(target.arch, release)
     if problem is not None:
         return Choice("ptxas", f"auto: ptxas, as nvPTXCompiler {release} cannot: {problem}", True)
-    lib = nvptxcompiler.library(Path(path), release, nvptxc[2])
-    if not _usable(lib, settings):
-        return Choice(
-            "ptxas",
-            f"auto: ptxas, as nvPTXCompiler {release} needs a C++ compiler to be linked here "
-            "(install g++ or set TILEC_CXX)",
-            True,
-        )
     same = f"the release of ptxas {ptxas[0]}" if ptxas is not None else "no ptxas found"
     return Choice("nvptxcompiler", f"auto: nvPTXCompiler {release} ({same})", True)
-
-
-_USABLE: dict[tuple[str, Settings], bool] = {}
-
-
-def _usable(lib: nvptxcompiler.Library, settings: Settings) -> bool:
-    known = _USABLE.get((lib.sha256, settings))
-    if known is None:
-        known = nvptxcompiler.usable(lib, settings, toolchain.memo_dir(settings))
-        if known:  # a compiler installed later is found then
-            _USABLE[(lib.sha256, settings)] = known
-    return known

@@ -60,10 +60,11 @@ def candidates(settings: Settings) -> list[Path]:
         return [given / "lib64" / ARCHIVE, given / "lib" / ARCHIVE, given / ARCHIVE]
     homes = [settings.cuda_home] if settings.cuda_home is not None else []
     homes.append(Path("/usr/local/cuda"))
-    found = [h / sub / ARCHIVE for h in dict.fromkeys(homes) for sub in ("lib64", "lib")]
+    dirs = [h / sub for h in homes for sub in ("lib64", "lib")]
     for root in _wheel_roots():
-        found += [root / "cu13" / "lib" / ARCHIVE, root / "cu12" / "lib" / ARCHIVE]
-    return list(dict.fromkeys(found))
+        dirs += [root / "cu13" / "lib", root / "cu12" / "lib"]
+    # One path per directory (lib64 is often a link to lib): each is watched by cache hits.
+    return [Path(d) / ARCHIVE for d in dict.fromkeys(os.path.realpath(d) for d in dirs)]
 
 
 def _wheel_roots() -> list[Path]:
@@ -250,14 +251,6 @@ def _private_dir() -> Path:
 
     atexit.register(shutil.rmtree, path, True)
     return path
-
-
-def usable(lib: Library, settings: Settings, tools: Path | None) -> bool:
-    """Whether the shim for `lib` is built already or can be (a C++ compiler is there)."""
-    if lib.sha256 in _SHIMS:
-        return True
-    built = tools is not None and shim_path(lib, tools).is_file()
-    return built or find_cxx(settings) is not None
 
 
 # -- compiling ----------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ No GPU. For the bench's kernels (vadd, vadd_v8, expsin: tilec_kernels.py), with 
 
 - tilec's LLVM stages timed one by one as tilec.compile runs them (llir, llir_opt, ptx), and inside
   them the native calls on their own: parsing the IR text (each stage starts from the previous
-  stage's text), linking libdevice, the -O3 pipeline, printing, and PTX emission;
+  stage's text), linking libdevice, the -O3 pipeline (and -O2, -O1 beside it), printing, and PTX
+  emission; each the fastest of --reps runs in this warm process (the least disturbed, on a
+  shared machine);
 - LLVM's own account of the same work (`-time-passes`) from `opt` and `llc` of the same LLVM release
   as tilec's core (Debian's opt-19/llc-19 beside llvm-19-dev): the pipeline on tilec's input to its
   optimize call (libdevice linked, the ftz flag set), and NVPTX code generation on its output.
@@ -20,7 +22,6 @@ import argparse
 import json
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KERNELS = ("vadd", "vadd_v8", "expsin")
-_TIME = re.compile(r"([0-9.]+) \(\s*[0-9.]+%\)")
+_PCT = re.compile(r"[0-9.]+ \(\s*([0-9.]+)%\)")
+_TOTAL = re.compile(r"Total Execution Time: [0-9.]+ seconds \(([0-9.]+) wall clock\)")
 
 
 def module(name: str) -> Any:
@@ -44,12 +46,13 @@ def module(name: str) -> Any:
 
 
 def median_ms(fn: Callable[[], Any], reps: int) -> float:
+    """The fastest of `reps` runs (ms): on a shared machine the least disturbed one."""
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return min(times) * 1e3
 
 
 def tilec_parts(name: str, target: str, reps: int) -> tuple[dict[str, float], str, str]:
@@ -86,27 +89,29 @@ def tilec_parts(name: str, target: str, reps: int) -> tuple[dict[str, float], st
     out["  parse the llir text"] = median_ms(lambda: native.NativeModule(llir).close(), reps)
     out["  parse + link libdevice (where called)"] = median_ms(lambda: prepared().close(), reps)
 
-    def optimize() -> float:
+    def optimize(level: int) -> float:
         mod = prepared()
         t0 = time.perf_counter()
-        mod.optimize(target, "", 3)
+        mod.optimize(target, "", level)
         took = time.perf_counter() - t0
         mod.close()
         return took
 
-    out["  the -O3 pipeline (optimize)"] = statistics.median(optimize() for _ in range(reps)) * 1e3
+    for level in (3, 2, 1):
+        out[f"  the -O{level} pipeline (optimize)"] = min(optimize(level) for _ in range(reps)) * 1e3
     with prepared() as mod:
         opt_in = mod.to_text()
         out["  print the optimized IR's input (to_text)"] = median_ms(mod.to_text, reps)
     out["  parse the llir_opt text"] = median_ms(lambda: native.NativeModule(opt_out).close(), reps)
 
-    def emit() -> float:
+    def emit(level: int) -> float:
         with native.NativeModule(opt_out) as mod:
             t0 = time.perf_counter()
-            mod.emit_assembly(target, "", 3)
+            mod.emit_assembly(target, "", level)
             return time.perf_counter() - t0
 
-    out["  PTX emission (emit_assembly)"] = statistics.median(emit() for _ in range(reps)) * 1e3
+    for level in (3, 2, 1):
+        out[f"  PTX emission at -O{level} (emit_assembly)"] = min(emit(level) for _ in range(reps)) * 1e3
     return out, opt_in, opt_out
 
 
@@ -117,7 +122,9 @@ def _env() -> dict[str, str]:
 
 
 def time_passes(cmd: list[str], ir: str) -> dict[str, Any]:
-    """The tool's wall time and its -time-passes report: the total and the passes by time."""
+    """The tool's process time and its -time-passes reports: per report, the wall time and the
+    passes by wall time (the report's own seconds have four decimals: its percentages of the
+    wall clock are used instead)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.ll"
         src.write_text(ir)
@@ -126,20 +133,28 @@ def time_passes(cmd: list[str], ir: str) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
-    passes: dict[str, float] = {}
-    total = None
-    report = ""
-    for line in proc.stderr.splitlines():
-        if "timing report" in line:
-            report = "analysis" if "Analysis" in line else "pass"
-        if line.strip().startswith("Total Execution Time") and report == "pass" and total is None:
-            total = float(line.split()[3]) * 1e3
-        found = _TIME.findall(line)
-        if report == "pass" and found and not line.strip().endswith("Total"):
-            name = _TIME.sub("", line).strip()
-            passes[name] = passes.get(name, 0.0) + float(found[-1]) * 1e3
-    top = sorted(passes.items(), key=lambda kv: -kv[1])[:12]
-    return {"process_ms": wall * 1e3, "passes_total_ms": total, "top_passes_ms": top}
+    reports: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    lines = proc.stderr.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("===-") and i + 1 < len(lines) and not lines[i + 1].startswith("===-"):
+            title = lines[i + 1].strip()
+            if title and not title.startswith("Total"):
+                current = reports.setdefault(title, {"wall_ms": 0.0, "passes": {}})
+            continue
+        m = _TOTAL.search(line)
+        if m and current is not None:
+            current["wall_ms"] = float(m.group(1)) * 1e3
+            continue
+        pcts = _PCT.findall(line)
+        if current is not None and len(pcts) >= 2 and current["wall_ms"]:
+            name = _PCT.sub("", line).strip()
+            if name and name != "Total":
+                ms = float(pcts[-1]) / 100 * current["wall_ms"]
+                current["passes"][name] = current["passes"].get(name, 0.0) + ms
+    for rep in reports.values():
+        rep["passes"] = sorted(rep["passes"].items(), key=lambda kv: -kv[1])[:10]
+    return {"process_ms": wall * 1e3, "reports": reports}
 
 
 def main() -> int:
@@ -159,14 +174,16 @@ def main() -> int:
             "opt": time_passes([a.opt, *triple, "-passes=default<O3>", "-disable-output"], opt_in),
             "llc": time_passes([a.llc, *triple, "-O3", "-o", "/dev/null"], opt_out),
         }
-        print(f"\n== {name} (ms, medians of {a.reps}; {a.target})")
+        print(f"\n== {name} (ms, the fastest of {a.reps}; {a.target})")
         for label, ms in parts.items():
             print(f"  {ms:8.3f}  {label}")
         for tool in ("opt", "llc"):
             r = res[name][tool]
-            print(f"  {tool}: process {r['process_ms']:.1f} ms, its passes {r['passes_total_ms'] or 0:.2f} ms; top:")
-            for pname, ms in r["top_passes_ms"][:8]:
-                print(f"  {ms:8.3f}    {pname}")
+            print(f"  {tool} (its own process: {r['process_ms']:.1f} ms, mostly loading LLVM):")
+            for title, rep in r["reports"].items():
+                print(f"  {rep['wall_ms']:8.3f}    {title}, of which:")
+                for pname, ms in rep["passes"][:6]:
+                    print(f"  {ms:8.3f}      {pname}")
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "bench-llvm-passes.json").write_text(json.dumps(res, indent=2) + "\n")
     print(f"\nwrote {a.out / 'bench-llvm-passes.json'}")

@@ -119,10 +119,12 @@ def library(archive: Path, version: str, sha256: str) -> Library:
 
 
 def find_cxx(settings: Settings) -> Path | None:
-    """TILEC_CXX, else g++ or c++ on PATH, else /usr/bin's."""
+    """TILEC_CXX, else g++ or c++ on PATH or in /usr/bin, else cc or gcc: the archives of CUDA
+    13.0 need no libstdc++ (only glibc's __cxa_atexit) and link with a C compiler too; 13.5's do
+    need it (the failed link then says to install g++)."""
     if settings.cxx is not None:
         return settings.cxx if settings.cxx.is_file() else None
-    for name in ("g++", "c++"):
+    for name in ("g++", "c++", "cc", "gcc"):
         found = shutil.which(name, path=settings.path) or shutil.which(name, path="/usr/bin")
         if found:
             return Path(found)

@@ -16,7 +16,8 @@ the kernel is lowered to PTX once, and that PTX is assembled by:
   bench/nvptxcompiler_probe.c, built here where the library is found: TILEC_BENCH_NVPTXCOMPILER (a
   directory with include/nvPTXCompiler.h and lib/ or lib64/libnvptxcompiler_static.a), the CUDA
   toolkit, or the nvidia-nvptxcompiler wheel. Timed inside the probe's process, as nvJitLink is
-  inside this one. tilec does not link it (see bench-assembler.md).
+  inside this one. tilec links the same library itself (assembler="nvptxcompiler", its default's
+  pick where found): the probe times the library alone.
 
 The cubins are compared with `cuobjdump -sass` (instructions only: addresses, encodings and
 comments dropped), per-opcode counts with local loads/stores (LDL/STL) called out, and

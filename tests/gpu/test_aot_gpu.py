@@ -183,6 +183,7 @@ def test_aot_program_matches_jit_and_launches_fast(
         "tilec": tilec.__version__,
         "llvm": tilec.llvm_version(),
         "ptxas": jit["generic"].metadata.ptxas_version,
+        "assembler": [jit["generic"].metadata.assembler, jit["generic"].metadata.assembler_note],
         "kernel": "vadd (a, b, out, n) with n = 1, grid 1 x 256 threads (tiny: launch cost dominates)",
         "method": (
             "C program (tests/gpu/aot/aot_gpu_main.c) linking the generated library; per round, "

@@ -186,3 +186,39 @@ def test_a_hit_through_a_shortcut_stays_trusted_and_loads_nothing(
     proc = subprocess.run([sys.executable, "-c", code, kernels.EXP_IR], env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "nvptxcompiler"
+
+
+def _cli(tilec: ModuleType, settings: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = dict(
+        os.environ,
+        PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent),
+        TILEC_CACHE_DIR=str(settings.cache_dir),
+        TILEC_PTXAS=str(settings.ptxas),
+        **env,
+    )
+    return subprocess.run([sys.executable, "-m", "tilec", *args], capture_output=True, text=True, env=full, check=False)
+
+
+def test_the_cli_says_which_assembler_and_why(tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path) -> None:
+    auto = _cli(tilec, settings, "assembler")
+    assert auto.returncode == 0, auto.stderr
+    lines = auto.stdout.splitlines()
+    assert lines[0].startswith("cuda:sm_90: nvptxcompiler (auto: nvPTXCompiler 13.0.88 (the release of ptxas ")
+    assert lines[1] == f"ptxas: {settings.ptxas} 13.0.88"
+    assert lines[2].startswith("nvPTXCompiler: 13.0.88 ") and lines[2].endswith("libnvptxcompiler_static.a")
+    assert lines[3].startswith("  its shim: ") and lines[4].startswith("  linked with: ")
+    named = _cli(tilec, settings, "assembler", "--assembler", "ptxas")
+    assert named.stdout.splitlines()[0] == "cuda:sm_90: ptxas"
+    from_env = _cli(tilec, settings, "assembler", TILEC_ASSEMBLER="nvjitlink")
+    assert from_env.stdout.splitlines()[0] == "cuda:sm_90: nvjitlink"
+    bad = _cli(tilec, settings, "assembler", TILEC_ASSEMBLER="nvcc")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "TILEC_ASSEMBLER must be one of auto, ptxas, nvptxcompiler, nvjitlink, got 'nvcc'" in bad.stderr
+    src = tmp_path / "exp.ll"
+    src.write_text(kernels.EXP_IR)
+    out = _cli(tilec, settings, "aot", str(src), "--assembler", "ptxas", "-o", str(tmp_path / "aot"))
+    assert out.returncode == 0, out.stderr
+    import json
+
+    spec = json.loads(next((tmp_path / "aot").glob("*.json")).read_text())
+    assert spec["metadata"]["assembler"] == "ptxas" and spec["metadata"]["ptxas_version"] == "13.0.88"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import llvmlite.ir
 
@@ -93,14 +94,17 @@ def compile(
     ptx_version: int | None = None,
     ftz: bool = False,
     ptxas_options: Sequence[str] = (),
+    assembler: str | None = None,
     settings: Settings | None = None,
 ) -> AotKernel:
     """Compile one kernel (specialization) for `target` ("cuda:90") into an AOT description.
 
     Needs no GPU; needs ptxas or nvPTXCompiler. `block` is fixed into the launcher; `shared_mem` is
-    the dynamic shared memory each launch asks for. `.write(dir)` gives the C files.
+    the dynamic shared memory each launch asks for. `assembler`: the cuda backend's (None:
+    TILEC_ASSEMBLER, else auto). `.write(dir)` gives the C files.
     """
-    # The JIT's compile, with ptxas required: AOT embeds a cubin.
+    # The JIT's compile, with an assembler required: AOT embeds a cubin.
+    own: dict[str, Any] = {"assembler": assembler} if assembler is not None else {}
     compiled = compile_kernel(
         src,
         target,
@@ -113,5 +117,6 @@ def compile(
         ftz=ftz,
         ptxas_options=tuple(ptxas_options),
         use_ptxas=True,
+        **own,
     )
     return from_kernel(compiled, block=block, shared_mem=shared_mem, name=name, embed_ptx=embed_ptx)

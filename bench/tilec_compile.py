@@ -278,7 +278,8 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
             "cold_cubin_via_ptxas_s": lib.stats(by["ptxas"]),
             "cold_cubin_via_nvptxcompiler_s": lib.stats(by["nvptxcompiler"]),
             "nvptxcompiler_error": nvptxc_error,
-            "default_assembler": [k.metadata.assembler, k.metadata.assembler_note],
+            # getattr: an older tilec (TILEC_BENCH_PROTO, a baseline) has no note
+            "default_assembler": [k.metadata.assembler, getattr(k.metadata, "assembler_note", "")],
             "profile_one_cold_compile": profile_compile(name, target),
             "build_ir_s": lib.stats(build),
             "stages_s": tilec_stages(name, target, reps),
@@ -286,7 +287,7 @@ def tilec_cold(reps: int, work: Path, info: dict[str, Any]) -> dict[str, Any]:
             "registers": k.metadata.registers,
             "libdevice_linked": list(k.metadata.libdevice_linked),
             "ptxas_version": k.metadata.ptxas_version,
-            "nvptxcompiler_version": k.metadata.nvptxcompiler_version,
+            "nvptxcompiler_version": getattr(k.metadata, "nvptxcompiler_version", None),
         }
     return out
 

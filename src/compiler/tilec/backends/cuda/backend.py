@@ -335,8 +335,8 @@ class CudaBackend(Backend):
         try:
             shim = nvptxcompiler.load(lib, settings, toolchain.memo_dir(settings))
         except (ToolError, ToolNotFoundError) as exc:
-            if not choice.auto:
-                raise
+            if not choice.auto or self.ptxas(settings) is None:
+                raise  # named, or nothing to fall back to: the shim's own error says what to do
             md.assembler = "ptxas"
             md.assembler_note = f"{choice.note}; fell back to ptxas: {str(exc).splitlines()[0]}"
             return self._ptxas(src, ctx, own)

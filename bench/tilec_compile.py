@@ -684,7 +684,7 @@ def tilec_parts(kernel: str, cache: Path, shortcut: bool) -> dict[str, Any]:
             reader = "C" if tcache._hit is not None else "Python"
             lap(f"read the shortcut, check its digest up to the cubin, stat its tools ({reader})")
             rest = functools.partial(c.store._rest, sid, record)
-            if c.store._head_kernel(key, record, rest) is not None:
+            if c.store._head_kernel(key, sid, record, *key.backend_target(), rest) is not None:
                 lap("head + the cubin's copy -> kernel (no JSON; metadata on first access)")
             else:
                 entry = tcache.decode(record.key, record.entry, verify=False, checked=record.hot)
@@ -787,7 +787,8 @@ def tilec_floor(kernel: str, cache: Path, spec: dict[str, Any]) -> dict[str, Any
     assert record is not None and record.head is not None
     rest = lambda: tcache.decode(record.key, record.entry, verify=False).parts  # noqa: E731 (never called here)
     t5 = clock()
-    made = c.store._head_kernel(key, record, rest)
+    backend, tgt = key.backend_target()
+    made = c.store._head_kernel(key, spec["shortcut"], record, backend, tgt, rest)
     t6 = clock()
     assert made is not None and made.name == name
     return {

@@ -148,7 +148,7 @@ class Compiler:
         opts.validate()
         passes = self.settings.dump_passes if dump_passes is None else dump_passes
         out_dir = Path(dump_dir) if dump_dir is not None else self.settings.debug_dump_dir
-        key = self.key(src, opts, source_key)
+        key = Key(self.settings, self.registry, src, opts, source_key)
         kernel = None if passes else self.store.get(key)
         if kernel is None:
             kernel = self.run_stages(key, passes)

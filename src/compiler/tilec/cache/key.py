@@ -161,7 +161,11 @@ class Key:
     def shortcut(self) -> str:
         """The shortcut's id (needs `source_key`)."""
         if self._shortcut is None:
-            assert self.source_key is not None
-            backend, target = self.backend_target()
-            self._shortcut = shortcut_id(self.settings, self.source_key, self.opts, backend, target)
+            return self.shortcut_with(*self.backend_target())
+        return self._shortcut
+
+    def shortcut_with(self, backend: Backend, target: Target) -> str:
+        """`shortcut`, given the backend and target the caller has at hand."""
+        assert self.source_key is not None
+        self._shortcut = shortcut_id(self.settings, self.source_key, self.opts, backend, target)
         return self._shortcut

@@ -33,7 +33,7 @@ from .format import (
 from .key import Key
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
+    from ..backends.base import Backend, Target
 
 # -- a kernel as an entry, and back ------------------------------------------------------------
 
@@ -130,8 +130,13 @@ class Store:
         if not self.cache.enabled:
             key.status = "disabled"
             return None
-        if key.source_key is not None and key.quick() is not None:
-            kernel = self._through_shortcut(key)
+        # Through the shortcut: its id and the backend fetched once into locals (a fresh
+        # process pays for every Python call on this path).
+        quick = key.quick() if key.source_key is not None else None
+        if quick is not None:
+            backend, target = quick
+            sid = key.shortcut_with(backend, target)
+            kernel = self._through_shortcut(key, sid, backend, target)
             if kernel is not None:
                 return kernel
         entry, key.status = self.cache.get(key.digest)
@@ -150,8 +155,10 @@ class Store:
         if key.source_key is not None and raw is not None:
             self._put_shortcut(key, kernel.key, raw)
 
-    def _through_shortcut(self, key: Key) -> CompiledKernel | None:
-        read = self.cache.read_shortcut(key.shortcut)
+    def _through_shortcut(
+        self, key: Key, sid: str, backend: Backend, target: Target
+    ) -> CompiledKernel | None:
+        read = self.cache.read_shortcut(sid)
         if read is None:
             return None
         # The watched tools unchanged (trusted): the key stands without asking the backend.
@@ -160,8 +167,8 @@ class Store:
             return None
         # The shortcut's digest covered the copy up to the end of its first part (the stage a
         # kernel loads) and its head: with a head, no JSON is parsed.
-        rest = functools.partial(self._rest, key.shortcut, record)
-        kernel = self._head_kernel(key, record, rest)
+        rest = functools.partial(self._rest, sid, record)
+        kernel = self._head_kernel(key, sid, record, backend, target, rest)
         if kernel is None:
             entry = decode(record.key, record.entry, verify=False, checked=record.hot)
             if entry is not None:
@@ -175,7 +182,13 @@ class Store:
         return kernel
 
     def _head_kernel(
-        self, key: Key, record: Shortcut, rest: Callable[[], Mapping[str, bytes]]
+        self,
+        key: Key,
+        sid: str,
+        record: Shortcut,
+        backend: Backend,
+        target: Target,
+        rest: Callable[[], Mapping[str, bytes]],
     ) -> CompiledKernel | None:
         """The kernel from a shortcut's head and the copy's first part, with its metadata read
         on first access; None without a head (the JSON line answers then)."""
@@ -185,8 +198,7 @@ class Store:
         data = first_part(record.entry, record.hot)
         if data is None or first not in order:
             return None
-        backend, target = key.backend_target()
-        metadata = functools.partial(self._shortcut_metadata, key.shortcut, record, backend)
+        metadata = functools.partial(self._shortcut_metadata, sid, record, backend)
         try:
             asm = stages({first: data.decode() if first in text else data}, order, text, rest)
             return backend.make_kernel(

@@ -46,6 +46,8 @@ class CountingReader:  # the C reader opens the shortcut with open(2): counted h
         return self.real.read_shortcut(path)
     def blake2b_hex(self, data):
         return self.real.blake2b_hex(data)
+    def unchanged(self, watch):
+        return self.real.unchanged(watch)
 native_reader = tilec_cache._hit is not None
 if native_reader:
     tilec_cache._hit = CountingReader(tilec_cache._hit)
@@ -719,3 +721,34 @@ def test_a_first_load_fills_what_no_ptxas_reported_when_the_metadata_is_made(
     assert {f for f, _ in asked} == {"fn:vadd"} and len(asked) == 3
     assert first.metadata.registers is None  # made at compile: filled at its load
     assert first._function() == "fn:vadd" and first.metadata.registers == 17 and len(asked) == 6
+
+
+def test_the_c_and_python_watch_checks_agree(tilec: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tilec._hit.unchanged (csrc/hit.c) answers the tools' identity's watch list as the Python
+    loop does; None (Python answers) where an item is not [path, [mtime_ns, size]]."""
+    from tilec.cache import format as cache
+
+    assert cache._hit is not None, "tilec._hit was not built"
+    native_reader = cache._hit
+    here = tmp_path / "tool"
+    here.write_bytes(b"x")
+    gone = str(tmp_path / "gone")
+    state = cache.file_state(str(here))
+    cases: list[tuple[Any, bool | None, bool]] = [  # (watch, C's answer, the answer)
+        ([[str(here), state], [gone, [-1, -1]], [str(tmp_path), cache.file_state(str(tmp_path))]], True, True),
+        ([[str(here), [state[0] + 1, state[1]]]], False, False),
+        ([[str(here), [state[0], state[1] + 1]]], False, False),
+        ([[gone, state]], False, False),  # was there, is gone
+        ([[str(here), [-1, -1]]], False, False),  # was absent, is there
+        ([], True, True),
+        ([[str(here)]], None, False),
+        ([[str(here), [1, 2, 3]]], None, False),
+        ([[str(here), ["1", 2]]], None, False),
+        (((str(here), state),), None, True),  # a tuple, not the JSON's list: Python reads it
+    ]
+    for watch, native, answer in cases:
+        assert native_reader.unchanged(watch) == native, watch
+        assert cache.unchanged(watch) == answer, watch
+        monkeypatch.setattr(cache, "_hit", None)
+        assert cache.unchanged(watch) == answer, watch
+        monkeypatch.setattr(cache, "_hit", native_reader)

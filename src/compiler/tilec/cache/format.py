@@ -99,7 +99,12 @@ def file_state(path: str) -> list[int]:
 
 def unchanged(watch: list[list[Any]]) -> bool:
     """Whether every [path, state] of `watch` still has that state ([-1, -1]: still absent)."""
-    # One loop without temporaries: a cache hit keyed by the IR runs it on every watched path.
+    # A cache hit keyed by the IR runs this on every watched path: in C where it was built
+    # (None: an item it does not read), else one loop without temporaries.
+    if _hit is not None:
+        answer: bool | None = _hit.unchanged(watch)
+        if answer is not None:
+            return answer
     stat = os.stat
     try:
         for path, (mtime, size) in watch:

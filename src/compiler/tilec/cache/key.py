@@ -9,7 +9,6 @@ first use only: a hit through a shortcut never prints the IR nor asks the backen
 from __future__ import annotations
 
 import hashlib
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir
@@ -64,26 +63,28 @@ def shortcut_id(
     settings: Settings, source_key: str, opts: CompileOptions, backend: Backend, target: Target
 ) -> str:
     """What names a shortcut: everything of the cache key that needs neither the IR nor the
-    tools (the settings stand for how the tools are found; the build of tilec, with its LLVM
-    version, is watched instead: see Store). A repr, not JSON: the options and target are frozen
-    dataclasses of strings, numbers and tuples, and one repr of the tuple is the cheapest. Their
-    fields' dicts rather than the objects: a dataclass's own repr goes through a recursion guard
-    and a generated function, about ten microseconds more the first time in a process. The
-    settings' values go in as they are, paths as text (a path's repr costs a fresh process
-    microseconds each)."""
-    values: list[Any] = []
-    for value in vars(settings).values():
-        if isinstance(value, PurePath):
-            value = str(value)
-        elif type(value) is tuple:
-            value = tuple(map(str, value))
-        values.append(value)
+    tools. The settings that decide which tools are found stand for the tools (the build of
+    tilec, with its LLVM version, is watched instead: see Store); the others (the cache's place,
+    dumps, disassemblers, the launch path, the C++ compiler) cannot change an entry. A repr,
+    not JSON: the options and target are frozen dataclasses of strings, numbers and tuples, and
+    one repr of the tuple is the cheapest. Their fields' dicts rather than the objects: a
+    dataclass's own repr goes through a recursion guard and a generated function, about ten
+    microseconds more the first time in a process. Paths go in as text (a path's repr costs a
+    fresh process microseconds each)."""
+    s = settings
     ident = (
         CACHE_LAYOUT,
         source_key,
         vars(opts),
         vars(target),
-        values,
+        str(s.ptxas),
+        str(s.libdevice),
+        str(s.cuda_home),
+        s.path,
+        tuple(map(str, s.plugin_dirs)),
+        s.assembler,
+        str(s.nvptxcompiler),
+        s.assembler_check,
         __version__,
         backend.name,
         backend.version,

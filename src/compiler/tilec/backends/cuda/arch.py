@@ -49,14 +49,13 @@ _RELEASES: dict[int, tuple[tuple[int, int], tuple[int, int] | None]] = {
 def release_problem(arch: str, release: str) -> str | None:
     """Why a PTX compiler of CUDA `release` ("13.0.88") cannot compile for `arch`, or None where it
     can (or where neither is known here)."""
-    parts = release.split(".")  # no regular expression: a cache hit keyed by the IR asks this
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+    # String methods, no regular expression: a cache hit keyed by the IR asks this.
+    digits = arch[3:].rstrip("a") if arch.startswith("sm_") else ""
+    major, _, rest = release.partition(".")
+    minor = rest.partition(".")[0]
+    if not (digits.isdigit() and major.isdigit() and minor.isdigit()):
         return None
-    have = (int(parts[0]), int(parts[1]))
-    try:
-        cc, _ = number(arch)
-    except ValueError:
-        return None
+    cc, have = int(digits), (int(major), int(minor))
     if cc <= 72 and have >= (13, 0):
         return f"CUDA {have[0]}.{have[1]} no longer compiles for {arch} (CUDA 12.9 was the last)"
     first, last = _RELEASES.get(cc, (None, None))

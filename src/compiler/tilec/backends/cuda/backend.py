@@ -14,9 +14,8 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ... import native
 from ...errors import CudaError, TargetError, ToolError, ToolNotFoundError
@@ -399,10 +398,10 @@ class CudaBackend(Backend):
         return {"sass": lambda: disassemble(settings, kernel.asm["cubin"])}
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """The assembler of a compile: "ptxas", "nvptxcompiler" or "nvjitlink", and, where `auto`
-    chose it, why (the stage log's first line says so)."""
+    chose it, why (the stage log's first line says so). A named tuple: a cache hit keyed by the
+    IR makes one."""
 
     name: str
     note: str = ""

@@ -14,7 +14,7 @@ context made (neither is timed), then time the compile call that hits the on-dis
 and the first launch up to its synchronize. Kernels: a vector add, and a kernel with a
 runtime loop calling libdevice (expf, sinf). Each is measured twice: keyed by the IR (the
 llvmlite module is printed and hashed) and through a `source_key=` shortcut (no IR printed).
-The `tilec-parts` children time each step of the hit path (Compiler.lookup) on its own.
+The `tilec-parts` children time each step of the hit path (Compiler.store.get) on its own.
 
     python bench/tilec_compile.py --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON] [--baseline-site DIR]
 

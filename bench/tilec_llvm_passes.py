@@ -115,6 +115,34 @@ def tilec_parts(name: str, target: str, reps: int) -> tuple[dict[str, float], st
     return out, opt_in, opt_out
 
 
+EMPTY = """target triple = "nvptx64-nvidia-cuda"
+define void @k() {
+  ret void
+}
+!nvvm.annotations = !{!0}
+!0 = !{ptr @k, !"kernel", i32 1}
+"""
+
+
+def fixed_costs(target: str, reps: int) -> dict[str, float]:
+    """The pipeline and PTX emission of a kernel that does nothing (ms): what every compile pays
+    whatever its size (the target machine, the pass managers, the printer)."""
+    from tilec import native
+
+    def run(call: Callable[[Any], Any]) -> Callable[[], None]:
+        def once() -> None:
+            with native.NativeModule(EMPTY) as mod:
+                call(mod)
+
+        return once
+
+    return {
+        "the -O3 pipeline of an empty kernel": median_ms(run(lambda m: m.optimize(target, "", 3)), reps),
+        "PTX emission of an empty kernel": median_ms(run(lambda m: m.emit_assembly(target, "", 3)), reps),
+        "parse an empty kernel": median_ms(lambda: native.NativeModule(EMPTY).close(), reps),
+    }
+
+
 def _env() -> dict[str, str]:
     import os
 
@@ -167,6 +195,10 @@ def main() -> int:
     a = ap.parse_args()
     res: dict[str, Any] = {"target": a.target, "reps": a.reps}
     triple = ["-mtriple=nvptx64-nvidia-cuda", f"-mcpu={a.target}"]
+    res["fixed_ms"] = fixed_costs(a.target, a.reps)
+    print(f"== fixed costs (ms, the fastest of {a.reps}; {a.target})")
+    for label, ms in res["fixed_ms"].items():
+        print(f"  {ms:8.3f}  {label}")
     for name in KERNELS:
         parts, opt_in, opt_out = tilec_parts(name, a.target, a.reps)
         res[name] = {"tilec_ms": parts}

@@ -222,3 +222,17 @@ def test_the_cli_says_which_assembler_and_why(tilec: ModuleType, kernels: Module
 
     spec = json.loads(next((tmp_path / "aot").glob("*.json")).read_text())
     assert spec["metadata"]["assembler"] == "ptxas" and spec["metadata"]["ptxas_version"] == "13.0.88"
+
+
+def test_a_cache_that_cannot_be_written_links_the_shim_privately(
+    tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path
+) -> None:
+    from tilec.backends.cuda import nvptxcompiler
+
+    nvptxcompiler._SHIMS.clear()
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache would be")
+    k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=dataclasses.replace(settings, cache_dir=blocked))
+    assert k.metadata.assembler == "nvptxcompiler"
+    loaded = next(iter(nvptxcompiler._SHIMS.values()))
+    assert loaded.path.parent == nvptxcompiler._private_dir() and blocked.read_text().startswith("a file")

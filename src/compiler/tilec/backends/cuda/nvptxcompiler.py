@@ -238,10 +238,12 @@ def load(lib: Library, settings: Settings, tools: Path | None) -> Shim:
     with _LOCK:
         shim = _SHIMS.get(lib.sha256)
         if shim is None:
-            where = tools if tools is not None else _private_dir()
-            path = shim_path(lib, where)
+            path = shim_path(lib, tools if tools is not None else _private_dir())
             if not path.is_file():
-                build(lib, find_cxx(settings), path)
+                try:
+                    build(lib, find_cxx(settings), path)
+                except OSError:  # a cache directory that cannot be written: this process's own
+                    path = build(lib, find_cxx(settings), shim_path(lib, _private_dir()))
             shim = _SHIMS[lib.sha256] = Shim(path)
         return shim
 

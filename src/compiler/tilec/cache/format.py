@@ -100,25 +100,15 @@ def file_state(path: str) -> list[int]:
 def unchanged(watch: list[list[Any]]) -> bool:
     """Whether every [path, state] of `watch` still has that state ([-1, -1]: still absent)."""
     # A cache hit keyed by the IR runs this on every watched path: in C where it was built
-    # (None: an item it does not read), else one loop without temporaries.
+    # (None: an item it does not read), else as a shortcut's watch list is checked.
     if _hit is not None:
         answer: bool | None = _hit.unchanged(watch)
         if answer is not None:
             return answer
-    stat = os.stat
     try:
-        for path, (mtime, size) in watch:
-            try:
-                st = stat(path)
-            except OSError:
-                if mtime != -1 or size != -1:
-                    return False
-                continue
-            if st.st_mtime_ns != mtime or st.st_size != size:
-                return False
+        return same_state([(path, mtime, size) for path, (mtime, size) in watch])
     except (TypeError, ValueError):
         return False
-    return True
 
 
 class Entry(NamedTuple):
@@ -307,7 +297,7 @@ def rest_checked(record: Shortcut) -> bool:
     return digest_bytes(memoryview(record.entry)[record.hot :]) == record.rest
 
 
-def same_state(watch: list[tuple[bytes, int, int]]) -> bool:
+def same_state(watch: list[tuple[bytes, int, int]] | list[tuple[str, int, int]]) -> bool:
     """Whether every watched path still has its (mtime_ns, size); (-1, -1): still absent."""
     # One loop without temporaries: this runs on every hit through a shortcut.
     stat = os.stat

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import llvmlite.ir
 
-from ....compiler import compile as compile_kernel
-from ....errors import AotError, BackendError
-from ....kernel import CompiledKernel
-from ....settings import Settings
-from ....specialize import Constant, ParamRef
-from ..options import CudaMetadata
+from ..backends.cuda.options import CudaMetadata
+from ..compiler import compile as compile_kernel
+from ..errors import AotError, BackendError
+from ..kernel import CompiledKernel
+from ..settings import Settings
+from ..specialize import Constant, ParamRef
 from .kernel import AotKernel, AotParam, block_dims, check_c_name
 
 
@@ -37,8 +38,8 @@ def from_kernel(
     cubin = kernel.asm.get("cubin")
     if not cubin:
         raise AotError(
-            "AOT needs the cubin, and no ptxas was found (or use_ptxas=False): set TILEC_PTXAS "
-            "or CUDA_HOME, or pip install nvidia-cuda-nvcc"
+            "AOT needs the cubin, and no assembler was found (or use_ptxas=False): set "
+            "TILEC_PTXAS or CUDA_HOME, or pip install nvidia-cuda-nvcc or nvidia-nvptxcompiler"
         )
     md = kernel.metadata
     assert isinstance(md, CudaMetadata)  # a cubin comes from the cuda backend
@@ -70,6 +71,8 @@ def from_kernel(
             "spill_stores": md.spill_stores,
             "spill_loads": md.spill_loads,
             "ptxas_version": md.ptxas_version,
+            "assembler": md.assembler,
+            "nvptxcompiler_version": md.nvptxcompiler_version,
             "llvm_version": md.llvm_version,
             "cache_key": kernel.key,
         },
@@ -91,14 +94,17 @@ def compile(
     ptx_version: int | None = None,
     ftz: bool = False,
     ptxas_options: Sequence[str] = (),
+    assembler: str | None = None,
     settings: Settings | None = None,
 ) -> AotKernel:
     """Compile one kernel (specialization) for `target` ("cuda:90") into an AOT description.
 
-    Needs no GPU; needs ptxas. `block` is fixed into the launcher; `shared_mem` is
-    the dynamic shared memory each launch asks for. `.write(dir)` gives the C files.
+    Needs no GPU; needs ptxas or nvPTXCompiler. `block` is fixed into the launcher; `shared_mem` is
+    the dynamic shared memory each launch asks for. `assembler`: the cuda backend's (None:
+    TILEC_ASSEMBLER, else auto). `.write(dir)` gives the C files.
     """
-    # The JIT's compile, with ptxas required: AOT embeds a cubin.
+    # The JIT's compile, with an assembler required: AOT embeds a cubin.
+    own: dict[str, Any] = {"assembler": assembler} if assembler is not None else {}
     compiled = compile_kernel(
         src,
         target,
@@ -111,5 +117,6 @@ def compile(
         ftz=ftz,
         ptxas_options=tuple(ptxas_options),
         use_ptxas=True,
+        **own,
     )
     return from_kernel(compiled, block=block, shared_mem=shared_mem, name=name, embed_ptx=embed_ptx)

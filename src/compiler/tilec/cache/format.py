@@ -1,4 +1,4 @@
-"""Content-addressed on-disk cache of compiled kernels.
+"""The kernel cache's bytes and files: entries, shortcuts, heads, their digests, where they live.
 
 One file per key, written to a temp file and moved into place with os.replace, so readers
 see either nothing or a whole entry. Nothing is fsync'ed: after a power loss a file may be
@@ -18,7 +18,7 @@ A shortcut carries a copy of its entry, so that such a hit opens and reads one f
 
     tilec-shortcut 4 <digest of what follows, up to the end of the entry's first part>
     <key>
-    <digest of the key's other parts (see Compiler.key_base)>
+    <digest of the key's other parts (see tilec.cache.key.key_base)>
     <n> <the entry's length> <digest of the entry's bytes after its first n>
     <the kernel's head, or - for none: see below>
     <number of watched paths, or - for none>
@@ -58,7 +58,7 @@ from typing import Any, Literal, NamedTuple
 try:
     # The shortcut read, checked and its watched tools stat'ed in one C call (csrc/hit.c);
     # decode_shortcut and same_state below do the same where it was not built.
-    from . import _hit  # type: ignore[attr-defined]
+    from .. import _hit  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a source tree without the extension
     _hit = None
 
@@ -98,9 +98,15 @@ def file_state(path: str) -> list[int]:
 
 
 def unchanged(watch: list[list[Any]]) -> bool:
-    """Whether every [path, state] of `watch` still has that state."""
+    """Whether every [path, state] of `watch` still has that state ([-1, -1]: still absent)."""
+    # A cache hit keyed by the IR runs this on every watched path: in C where it was built
+    # (None: an item it does not read), else as a shortcut's watch list is checked.
+    if _hit is not None:
+        answer: bool | None = _hit.unchanged(watch)
+        if answer is not None:
+            return answer
     try:
-        return all(file_state(path) == list(state) for path, state in watch)
+        return same_state([(path, mtime, size) for path, (mtime, size) in watch])
     except (TypeError, ValueError):
         return False
 
@@ -291,7 +297,7 @@ def rest_checked(record: Shortcut) -> bool:
     return digest_bytes(memoryview(record.entry)[record.hot :]) == record.rest
 
 
-def same_state(watch: list[tuple[bytes, int, int]]) -> bool:
+def same_state(watch: list[tuple[bytes, int, int]] | list[tuple[str, int, int]]) -> bool:
     """Whether every watched path still has its (mtime_ns, size); (-1, -1): still absent."""
     # One loop without temporaries: this runs on every hit through a shortcut.
     stat = os.stat

@@ -1,4 +1,4 @@
-"""C sources of AOT kernels and libraries: the header, launchers, dispatchers (text only)."""
+"""The CUDA emitter of AOT kernels and libraries: C headers, launchers, dispatchers (text only)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ....errors import AotError
-from ....kernel import __version__
+from ..errors import AotError
+from ..kernel import __version__
 
 if TYPE_CHECKING:
     from .kernel import AotKernel, AotParam
@@ -234,9 +234,12 @@ static int {prefix}_fits(int cc, int arch, int exact, int has_ptx) {{
 
 
 def _kernel_c(prefix: str, k: AotKernel) -> str:
+    """One kernel's part of the library: its images, its loader, its launcher."""
+    return "\n".join(_kernel_data(k) + _kernel_init(prefix, k) + _kernel_entry(prefix, k))
+
+
+def _kernel_data(k: AotKernel) -> list[str]:
     n = k.name
-    err = f"{prefix}_error_buf, sizeof {prefix}_error_buf"
-    msg = f"{n}_message, sizeof {n}_message"
     out = [
         "",
         f"/* ---- {n}: {k.entry} for {k.target} ({k.spec_text}) ---- */",
@@ -258,6 +261,16 @@ def _kernel_c(prefix: str, k: AotKernel) -> str:
         f"static CUresult {n}_status = CUDA_ERROR_NOT_INITIALIZED;",
         f"static char {n}_message[768];",
         "",
+    ]
+    return out
+
+
+def _kernel_init(prefix: str, k: AotKernel) -> list[str]:
+    """`<name>_init`: the module loaded (its PTX where the cubin is refused) and the function
+    found, once; every driver call checked."""
+    n = k.name
+    msg = f"{n}_message, sizeof {n}_message"
+    out = [
         f"static void {n}_init(void) {{",
         "  CUcontext ctx = NULL;",
         "  CUresult rc = cuCtxGetCurrent(&ctx);",
@@ -303,11 +316,16 @@ def _kernel_c(prefix: str, k: AotKernel) -> str:
             "    return;",
             "  }",
         ]
+    out += [f"  {n}_status = CUDA_SUCCESS;", "}", ""]
+    return out
+
+
+def _kernel_entry(prefix: str, k: AotKernel) -> list[str]:
+    """`<name>_load`, `<name>_function` and the typed launcher."""
+    n = k.name
+    err = f"{prefix}_error_buf, sizeof {prefix}_error_buf"
     args = ", ".join(f"&{p.name}" for p in k.params)
-    out += [
-        f"  {n}_status = CUDA_SUCCESS;",
-        "}",
-        "",
+    return [
         f"CUresult {n}_load(void) {{",
         f"  if (pthread_once(&{n}_once, {n}_init) != 0) {{",
         f'    {prefix}_set_error("{n}: pthread_once failed");',
@@ -337,7 +355,6 @@ def _kernel_c(prefix: str, k: AotKernel) -> str:
         "  return CUDA_SUCCESS;",
         "}",
     ]
-    return "\n".join(out)
 
 
 def _float_literal(value: float, llvm_type: str) -> str:

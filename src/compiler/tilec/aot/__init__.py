@@ -17,7 +17,7 @@ arguments and the compiled specializations when none fits.
 from __future__ import annotations
 
 from .build import compile, from_kernel
-from .csource import c_type
+from .cuda import c_type
 from .kernel import FORMAT, AotKernel, AotParam
 from .link import AotLibrary, link
 

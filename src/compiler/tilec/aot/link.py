@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ....errors import AotError
-from . import csource
+from ..errors import AotError
+from . import cuda
 from .kernel import C_IDENT, AotKernel, AotParam, check_c_name
 
 
@@ -31,10 +31,10 @@ class AotLibrary:
     dispatchers: Mapping[str, tuple[AotKernel, ...]]  # dispatcher name -> most specific first
 
     def header(self) -> str:
-        return csource.header(self.name, list(self.kernels), self.dispatchers, "tilec aot-link")
+        return cuda.header(self.name, list(self.kernels), self.dispatchers, "tilec aot-link")
 
     def source(self) -> str:
-        return csource.source(self.name, f"{self.name}.h", list(self.kernels), self.dispatchers)
+        return cuda.source(self.name, f"{self.name}.h", list(self.kernels), self.dispatchers)
 
     def write(self, directory: str | Path) -> list[Path]:
         out = Path(directory)

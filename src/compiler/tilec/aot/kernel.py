@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ....errors import AotError
-from ....kernel import __version__
-from ....specialize import Constant
-from .. import arch as sm
-from . import csource
+from ..backends.cuda import arch as sm
+from ..errors import AotError
+from ..kernel import __version__
+from ..specialize import Constant
+from . import cuda
 
 FORMAT = "tilec-aot/1"
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -33,7 +33,7 @@ class AotParam:
 
     @property
     def c_type(self) -> str:
-        return csource.c_type(self.llvm_type)
+        return cuda.c_type(self.llvm_type)
 
     def decl(self) -> str:
         return f"{self.c_type} {self.name}"
@@ -144,10 +144,10 @@ class AotKernel:
 
     # -- C -----------------------------------------------------------------------
     def header(self) -> str:
-        return csource.header(self.name, [self], {}, f"tilec aot ({self.target})")
+        return cuda.header(self.name, [self], {}, f"tilec aot ({self.target})")
 
     def source(self) -> str:
-        return csource.source(self.name, f"{self.name}.h", [self], {})
+        return cuda.source(self.name, f"{self.name}.h", [self], {})
 
     def write(self, directory: str | Path) -> list[Path]:
         """Write `<name>.h`, `<name>.c` and `<name>.json` (the input of `tilec aot-link`)."""

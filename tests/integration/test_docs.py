@@ -7,14 +7,13 @@ reads them back.
 
 from __future__ import annotations
 
-import argparse
 import html
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,13 +52,30 @@ def text_of(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", body))
 
 
-def commands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """The parser and every subcommand's parser below it."""
-    yield parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                yield from commands(sub)
+# Run in a child process: importing tilec from its source here would leave a tilec without its native
+# modules in sys.modules for later tests of the same session.
+COMMANDS = """
+import argparse, importlib, json, sys
+def walk(p):
+    yield p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in dict.fromkeys(a.choices.values()):
+                yield from walk(sub)
+parser = importlib.import_module(sys.argv[1]).build_parser()
+print(json.dumps({"description": parser.description, "commands": [
+    [p.prog, [o for a in p._actions if not isinstance(a, argparse._HelpAction) for o in a.option_strings]]
+    for p in walk(parser)]}))
+"""
+
+
+def commands(module: str) -> tuple[str, list[tuple[str, list[str]]]]:
+    """The parser's description, and every command's prog with its option strings (help left out)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "src" / "compiler")])}
+    proc = subprocess.run([sys.executable, "-c", COMMANDS, module], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    return data["description"], [(prog, options) for prog, options in data["commands"]]
 
 
 def test_the_site_builds_with_warnings_as_errors(site: Path) -> None:
@@ -67,26 +83,17 @@ def test_the_site_builds_with_warnings_as_errors(site: Path) -> None:
     assert not missing, f"pages missing from the site: {missing}"
 
 
-@pytest.mark.parametrize(("module", "prog"), [("hermetic.cli.main", "hermetic"), ("tilec.cli", "tilec")])
-def test_every_command_and_option_is_in_the_reference(site: Path, module: str, prog: str) -> None:
-    sys.path.insert(0, str(ROOT / "src" / "compiler"))
-    try:
-        parser = __import__(module, fromlist=["build_parser"]).build_parser()
-    finally:
-        sys.path.remove(str(ROOT / "src" / "compiler"))
-    page = site / ("reference/cli.html" if prog == "hermetic" else "tilec/cli.html")
-    text = text_of(page)
+@pytest.mark.parametrize(("module", "page"), [("hermetic.cli.main", "reference/cli.html"), ("tilec.cli", "tilec/cli.html")])
+def test_every_command_and_option_is_in_the_reference(site: Path, module: str, page: str) -> None:
+    description, found = commands(module)
+    text = text_of(site / page)
     # what sphinx-argparse generated: from the parser's description on (the page's own prose comes first)
-    text = text[text.index(str(parser.description)):]
-    absent = []
-    for p in commands(parser):
-        if p.prog not in text:
-            absent.append(p.prog)
-        # -h/--help is every command's; sphinx-argparse leaves it out
-        absent += [f"{p.prog} {o}" for a in p._actions if not isinstance(a, argparse._HelpAction)
-                   for o in a.option_strings if o not in text]
-    assert not absent, f"{page.name} lacks: {absent}"
-    assert len(list(commands(parser))) >= 5
+    text = text[text.index(description):]
+    absent = [prog for prog, _ in found if prog not in text]
+    # -h/--help is every command's; sphinx-argparse leaves it out, and so does the list
+    absent += [f"{prog} {o}" for prog, options in found for o in options if o not in text]
+    assert not absent, f"{page} lacks: {absent}"
+    assert len(found) >= 5
 
 
 def test_the_plots_are_drawn_from_the_reports(site: Path) -> None:

@@ -63,7 +63,9 @@ def compile_hosts(tmp_path_factory: pytest.TempPathFactory, compile_host: Path) 
 @pytest.fixture(scope="session")
 def zig_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The directory of a file:// compile cache, empty until `zig_support_install` fills it."""
-    return tmp_path_factory.mktemp("zig-compile-cache") / "store"
+    store = tmp_path_factory.mktemp("zig-compile-cache") / "store"
+    store.mkdir()  # a shared directory that exists: the cache answers from the first compile
+    return store
 
 
 @pytest.fixture(scope="session")

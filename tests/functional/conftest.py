@@ -144,6 +144,13 @@ def support_install(host_verify: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def wheel_cache(source_cache: Path) -> Path:
+    """The source cache with the wheel recipes' pinned build requirements in its wheelhouse (fetched once)."""
+    run_hermetic("wheelhouse", "--root", str(ROOT), "--cache", str(source_cache), cwd=ROOT)
+    return source_cache
+
+
 # --- llvmprobe's wheel against the zig `support` tree, built once -----------------------------------------
 
 PROBE_PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"

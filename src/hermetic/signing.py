@@ -37,8 +37,7 @@ from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 from . import __version__
 from .errors import SignatureError, UnsignedError, UntrustedKeyError, UsageError
 
-KEY_ENV = "HERMETIC_SIGNING_KEY"  # the PEM text itself (a CI secret)
-KEY_FILE_ENV = "HERMETIC_SIGNING_KEY_FILE"
+KEY_FILE_ENV = "HERMETIC_SIGNING_KEY_FILE"  # read by settings.resolve, as --sign-key
 KEY_PASSWORD_ENV = "HERMETIC_SIGNING_KEY_PASSWORD"
 SCHEME = "ecdsa-sha2-nistp256"
 MT_SIMPLESIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -125,19 +124,15 @@ def private_key_from_pem(data: bytes, source: str, password: str | None = None) 
     return SigningKey(key, source)
 
 
-def load_signing_key(path: str | None, environ: Mapping[str, str]) -> SigningKey | None:
-    """The builder's key: --sign-key FILE, else HERMETIC_SIGNING_KEY (PEM) or HERMETIC_SIGNING_KEY_FILE; None if none."""
-    password = environ.get(KEY_PASSWORD_ENV) or None
-    if not path and environ.get(KEY_ENV):
-        return private_key_from_pem(environ[KEY_ENV].encode(), f"${KEY_ENV}", password)
-    path = path or environ.get(KEY_FILE_ENV) or None
+def load_signing_key(path: Path | str | None, password: str | None = None) -> SigningKey | None:
+    """The builder's key from its PEM file (--sign-key or HERMETIC_SIGNING_KEY_FILE); None when none is given."""
     if not path:
         return None
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read the signing key {path}", str(exc), "check the path") from exc
-    return private_key_from_pem(data, path, password)
+    return private_key_from_pem(data, str(path), password)
 
 
 def load_verify_key(path: str | Path) -> VerifyKey:

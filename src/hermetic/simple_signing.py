@@ -30,7 +30,6 @@ from pathlib import Path
 from . import __version__
 from .errors import EnvironmentError_, SubprocessFailed, UsageError
 
-KEY_ENV = "HERMETIC_GPG_KEY"  # the armored secret key itself
 KEY_FILE_ENV = "HERMETIC_GPG_KEY_FILE"
 ATOMIC_TYPE = "atomic container signature"
 
@@ -83,9 +82,7 @@ class GpgKey:
 
 
 def load_key(path: str | None, environ: Mapping[str, str]) -> GpgKey | None:
-    """--gpg-key FILE, else HERMETIC_GPG_KEY (armored text) or HERMETIC_GPG_KEY_FILE; None when none is given."""
-    if not path and environ.get(KEY_ENV):
-        return GpgKey(environ[KEY_ENV].encode(), f"${KEY_ENV}")
+    """--gpg-key FILE, else HERMETIC_GPG_KEY_FILE; None when neither is given."""
     path = path or environ.get(KEY_FILE_ENV) or None
     if not path:
         return None

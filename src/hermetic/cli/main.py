@@ -21,7 +21,7 @@ _GROUPS = (build, toolchain, oci, wheel, verify, attest, sign, inspect)
 
 _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
-                 "no_compile_cache", "distribute", "no_distribute")
+                 "no_compile_cache", "distribute", "no_distribute", "sign_key")
 # Options whose argparse dest differs from the setting's name (common.py says why).
 _DESTS = {"arch": "target_arch"}
 

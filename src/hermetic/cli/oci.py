@@ -119,7 +119,7 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
 
 def _push_signatures(args: argparse.Namespace, client: Any, layout: Layout, ref: Any, settings: Settings) -> None:
     """Sign as the destination when a key is given; push every signature the layout holds to `sha256-<hex>.sig`."""
-    key = sign.signing_key(args)
+    key = sign.signing_key(settings)
     if key is not None:
         sign_layout(layout, key, sign.identity_of(ref))
     digests = [d.digest for d in image_subjects(layout)]

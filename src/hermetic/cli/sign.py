@@ -1,8 +1,7 @@
 """`hermetic key generate` and `hermetic sign`: a builder's key pair, image signatures consumers' tools enforce.
 
-The edge for keys: the signing key comes from --sign-key, else from
-HERMETIC_SIGNING_KEY (the PEM itself) or HERMETIC_SIGNING_KEY_FILE; below
-this module only key objects travel.
+The signing key's path is a setting (--sign-key, HERMETIC_SIGNING_KEY_FILE); the OpenPGP key's is read here
+(--gpg-key, HERMETIC_GPG_KEY_FILE). Below the CLI only key objects travel.
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ from ..settings import Settings
 from .common import Common, Subparsers, add_command, add_group, out, say
 
 
-def signing_key(args: argparse.Namespace, required: bool = False) -> signing.SigningKey | None:
-    key = signing.load_signing_key(getattr(args, "sign_key", None), os.environ)
+def signing_key(settings: Settings, required: bool = False) -> signing.SigningKey | None:
+    key = signing.load_signing_key(settings.sign_key, os.environ.get(signing.KEY_PASSWORD_ENV))
     if key is None and required:
         raise UsageError(
-            "no signing key", f"neither --sign-key, ${signing.KEY_ENV} nor ${signing.KEY_FILE_ENV} is set",
+            "no signing key", f"neither --sign-key nor ${signing.KEY_FILE_ENV} is set",
             "make one with `hermetic key generate PREFIX` and pass --sign-key PREFIX.key",
         )
     return key
@@ -33,9 +32,8 @@ def signing_key(args: argparse.Namespace, required: bool = False) -> signing.Sig
 def add_sign_key(parser: argparse.ArgumentParser, images: bool = True) -> None:
     g = parser.add_argument_group("signing")
     g.add_argument(
-        "--sign-key", metavar="FILE",
-        help=f"ECDSA P-256 private key (PEM) to sign with (${signing.KEY_FILE_ENV}, or the PEM itself in "
-             f"${signing.KEY_ENV}); without one nothing is signed",
+        "--sign-key", dest="sign_key", metavar="FILE", default=argparse.SUPPRESS,
+        help=f"ECDSA P-256 private key (PEM) to sign with (${signing.KEY_FILE_ENV}); without one nothing is signed",
     )
     if not images:
         return
@@ -78,7 +76,7 @@ def cmd_key_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sign(args: argparse.Namespace, settings: Settings) -> int:
-    key = signing_key(args, required=True)
+    key = signing_key(settings, required=True)
     assert key is not None
     src = Path(args.target)
     if (src / "oci-layout").is_file() or isinstance(parse_image_source(args.target), LayoutRef):

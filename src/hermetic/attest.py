@@ -20,7 +20,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from . import provenance, recipe, record, sbom
+from . import provenance, recipe, record, sbom, signing
 from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
@@ -39,7 +39,31 @@ PROVENANCE_SUFFIX = ".intoto.json"
 KIND_SBOM = "sbom"
 KIND_PROVENANCE = "provenance"
 KIND_BUILD_RECORD = "build-record"
+KIND_SBOM_DSSE = "sbom.dsse"
+KIND_PROVENANCE_DSSE = "provenance.dsse"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+CYCLONEDX_PREDICATE = "https://cyclonedx.org/bom"
+SBOM_DSSE_SUFFIX = ".cdx.dsse.json"
+PROVENANCE_DSSE_SUFFIX = ".intoto.dsse.json"
 LABEL = "io.hermetic."
+
+
+# -- signed statements -----------------------------------------------------------------------------------
+
+
+def sbom_statement(bom: dict[str, Any], name: str, sha256: str) -> dict[str, Any]:
+    """The SBOM as the predicate of an in-toto Statement about the artifact, what a DSSE envelope signs."""
+    return {"_type": provenance.STATEMENT_TYPE, "subject": [{"name": name, "digest": {"sha256": sha256}}],
+            "predicateType": CYCLONEDX_PREDICATE, "predicate": bom}
+
+
+def signing_key(settings: Settings) -> signing.SigningKey | None:
+    return signing.load_signing_key(settings.sign_key)
+
+
+def envelope(key: signing.SigningKey, statement: dict[str, Any]) -> bytes:
+    """A DSSE envelope of the statement's exact bytes (the same bytes as the unsigned document beside it)."""
+    return signing.dsse_bytes(signing.dsse_sign(key, provenance.dumps(statement)))
 
 
 # -- images ----------------------------------------------------------------------------------------------
@@ -171,6 +195,17 @@ def attest_image(
             {referrers.ANN_KIND: KIND_BUILD_RECORD, referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"]},
         ),
     ]
+    key = signing_key(settings)
+    if key is not None:
+        digest = facts.manifest_digest.removeprefix("sha256:")
+        for kind, doc, predicate, name in (
+            (KIND_SBOM_DSSE, sbom_statement(bom, facts.name, digest), CYCLONEDX_PREDICATE, "sbom.cdx.dsse.json"),
+            (KIND_PROVENANCE_DSSE, statement, provenance.PREDICATE_TYPE, "provenance.intoto.dsse.json"),
+        ):
+            out.append(referrers.attach(
+                layout, subject, DSSE_MEDIA_TYPE, envelope(key, doc), name,
+                {referrers.ANN_KIND: kind, referrers.ANN_CREATED: rfc3339(epoch), referrers.ANN_PREDICATE: predicate},
+            ))
     return out
 
 
@@ -179,6 +214,11 @@ def attest_image(
 
 def sidecars(wheel: Path) -> tuple[Path, Path]:
     return wheel.with_name(wheel.name + SBOM_SUFFIX), wheel.with_name(wheel.name + PROVENANCE_SUFFIX)
+
+
+def signed_sidecars(wheel: Path) -> tuple[Path, Path]:
+    """The DSSE envelopes of the SBOM and the provenance: `<wheel>.cdx.dsse.json`, `<wheel>.intoto.dsse.json`."""
+    return wheel.with_name(wheel.name + SBOM_DSSE_SUFFIX), wheel.with_name(wheel.name + PROVENANCE_DSSE_SUFFIX)
 
 
 def wheel_license(wheel: Path) -> str:
@@ -297,7 +337,16 @@ def attest_wheel(
         )
     bom, statement = wheel_documents(settings, art, builder_id)
     sbom_path, prov_path = sidecars(art.wheel)
-    for p, data in ((sbom_path, sbom.dumps(bom)), (prov_path, provenance.dumps(statement))):
+    files = [(sbom_path, sbom.dumps(bom)), (prov_path, provenance.dumps(statement))]
+    key = signing_key(settings)
+    signed = signed_sidecars(art.wheel)
+    if key is not None:
+        files += [(signed[0], envelope(key, sbom_statement(bom, art.wheel.name, actual))),
+                  (signed[1], envelope(key, statement))]
+    else:
+        for old in signed:  # an envelope of earlier documents would no longer match them
+            old.unlink(missing_ok=True)
+    for p, data in files:
         tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
         tmp.write_bytes(data)
         os.replace(tmp, p)

@@ -20,6 +20,7 @@ in-toto's own verifier computes the same ids.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -273,7 +274,7 @@ def dsse_sign(key: SigningKey, payload: bytes, payload_type: str = IN_TOTO_PAYLO
 def dsse_open(envelope: Any, keys: Sequence[VerifyKey], what: str, threshold: int = 0) -> bytes:
     """The payload of a DSSE envelope once `threshold` (default: all) of the keys verify it; refusals classed."""
     try:
-        env = Envelope.from_dict(envelope)
+        env = Envelope.from_dict(copy.deepcopy(envelope))  # from_dict rewrites the dict it is given
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SignatureError(f"{what} is not a DSSE envelope", str(exc), "attest the artifact again") from exc
     if not env.signatures:

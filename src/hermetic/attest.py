@@ -14,13 +14,14 @@ import dataclasses
 import json
 import os
 import subprocess
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from . import provenance, recipe, record, sbom, signing
+from . import provenance, recipe, record, sbom, sbom_wheel, signing
 from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
@@ -300,6 +301,44 @@ def _wheel_toolchain(wrec: record.WheelRecord) -> record.ToolchainVersions:
     return dataclasses.replace(found, detected_at="attestation (the wheel record does not name its compiler)")
 
 
+def _metadata_text(path: Path) -> str:
+    """The METADATA of a wheel or the PKG-INFO of an sdist ('' when unreadable)."""
+    try:
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                name = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
+                return z.read(name).decode(errors="replace") if name else ""
+        with tarfile.open(path) as t:
+            member = next((m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+            f = t.extractfile(member) if member else None
+            return f.read().decode(errors="replace") if f else ""
+    except (OSError, zipfile.BadZipFile, tarfile.TarError):
+        return ""
+
+
+def build_metadata(settings: Settings, wrec: record.WheelRecord) -> dict[str, str]:
+    """The own metadata of the wheelhouse entries and the sdist a wheel was built from, where they are here.
+
+    Only files with a sha256 the record pins count: a licence is read from the very file that was built with.
+    """
+    from . import wheelhouse
+
+    pinned = {p.name.lower().replace("_", "-"): set(p.sha256) for p in wrec.build_requirements.pinned}
+    out: dict[str, str] = {}
+    dirs = {Path(wrec.wheelhouse)} if wrec.wheelhouse else set()
+    for d in {*dirs, wheelhouse.wheelhouse_dir(settings)}:
+        for whl in sorted(d.glob("*.whl")) if d.is_dir() else []:
+            project = wheelhouse.wheel_project(whl.name)
+            if project and project[0] in pinned and project[0] not in out and file_sha256(whl) in pinned[project[0]]:
+                out[project[0]] = _metadata_text(whl)
+    sd = wrec.project.sdist
+    if sd is not None:
+        path = settings.cache_dir / "sdists" / "sha256" / sd.sha256 / sd.file
+        if path.is_file() and file_sha256(path) == sd.sha256:
+            out[sd.name.lower()] = _metadata_text(path)
+    return out
+
+
 def wheel_documents(
     settings: Settings, art: WheelArtifact, builder_id: str = provenance.DEFAULT_BUILDER_ID
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -309,9 +348,9 @@ def wheel_documents(
     origin = None if llvm_rec is not None else llvm_origin(prefix)
     canonical = _canonical(settings)
     chain = _wheel_toolchain(wrec)
-    bom = sbom.wheel_sbom(
+    bom = sbom_wheel.wheel_sbom(
         wrec, license_expression=wheel_license(art.wheel), llvm_record=llvm_rec, llvm_origin=origin,
-        canonical=canonical, toolchain=chain,
+        canonical=canonical, toolchain=chain, metadata=build_metadata(settings, wrec),
     )
     started, finished = build_times(wrec, art.record_path, wrec.timings_s.total)
     statement = provenance.wheel_statement(

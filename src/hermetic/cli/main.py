@@ -13,11 +13,11 @@ from pathlib import Path
 from .. import __version__
 from ..errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
 from ..settings import resolve
-from . import attest, build, inspect, intoto, oci, sign, toolchain, verify, wheel
+from . import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
 from .common import Handler, common_parsers
 
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
-_GROUPS = (build, toolchain, oci, wheel, verify, attest, sign, intoto, inspect)
+_GROUPS = (build, toolchain, oci, wheel, bundle, verify, attest, sign, intoto, inspect)
 
 _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",

@@ -1,9 +1,10 @@
 """`hermetic verify --key`: an artifact's signatures, with nothing trusted but the public keys given.
 
-For an image layout: the image's sigstore signature (kept beside it), and the
-DSSE envelopes of its SBOM and provenance; each envelope must be about this
-image, and the unsigned SBOM and provenance beside it must be the very
-documents signed. For a wheel: its two envelopes, about its sha256, and the
+For an image layout: the image's sigstore signature (kept beside it) by every
+key given (or --threshold of them), and the DSSE envelopes of its SBOM and
+provenance by one of them (each builder attests its own build); each envelope
+must be about this image, and the unsigned SBOM and provenance beside it must
+be the very documents signed. For a wheel: its two envelopes, about its sha256, and the
 same agreement with the unsigned sidecars. Each refusal raises an error of its
 own class (unsigned, bad signature, untrusted key, mismatch: errors.py).
 """
@@ -61,8 +62,7 @@ def _same(plain: bytes | None, signed: bytes, what: str) -> None:
 
 
 def _documents(
-    pairs: Sequence[tuple[str, bytes | None, bytes | None]], keys: Sequence[VerifyKey], threshold: int,
-    sha256: str, artifact: str,
+    pairs: Sequence[tuple[str, bytes | None, bytes | None]], keys: Sequence[VerifyKey], sha256: str, artifact: str,
 ) -> list[Checked]:
     """(name, envelope, unsigned document) for the SBOM and the provenance."""
     out = []
@@ -70,7 +70,8 @@ def _documents(
         if env is None:
             raise UnsignedError(f"the {name} of {artifact} is not signed", "there is no DSSE envelope of it",
                                 "attest it with a key (`hermetic attest --sign-key KEY`)")
-        payload, statement = _statement(env, keys, f"the {name} of {artifact}", threshold)
+        # each builder attests its own build (its own times and machine): one trusted signature suffices
+        payload, statement = _statement(env, keys, f"the {name} of {artifact}", 1)
         _about(statement, sha256, f"the {name}", artifact)
         signed = sbom.dumps(statement.get("predicate") or {}) if name == "SBOM" else payload
         _same(plain, signed, name)
@@ -95,12 +96,12 @@ def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch
     out += _documents(
         [("SBOM", payload(attest.KIND_SBOM_DSSE), payload(attest.KIND_SBOM)),
          ("provenance", payload(attest.KIND_PROVENANCE_DSSE), payload(attest.KIND_PROVENANCE))],
-        keys, threshold, digest, facts.name,
+        keys, digest, facts.name,
     )
     return out
 
 
-def check_wheel(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> list[Checked]:
+def check_wheel(path: Path, keys: Sequence[VerifyKey]) -> list[Checked]:
     art = attest.find_wheel(path)
     sha = file_sha256(art.wheel)
     if sha != art.record.sha256:
@@ -113,5 +114,5 @@ def check_wheel(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> li
     (sbom_plain, prov_plain), (sbom_env, prov_env) = attest.sidecars(art.wheel), attest.signed_sidecars(art.wheel)
     return _documents(
         [("SBOM", read(sbom_env), read(sbom_plain)), ("provenance", read(prov_env), read(prov_plain))],
-        keys, threshold, sha, art.wheel.name,
+        keys, sha, art.wheel.name,
     )

@@ -185,3 +185,29 @@ def test_verify_key_refuses_an_envelope_moved_from_another_image(tmp_path: Path,
                          {referrers.ANN_KIND: kind})
     with pytest.raises(SignatureError, match="signed for another artifact"):
         signature_check.check_layout(img.layout, [apub])
+
+
+def test_cli_attest_signs_and_verify_key_checks_with_exit_classes(tmp_path: Path, keys: dict) -> None:
+    from helpers import hermetic
+    from schemas.examples import fake_image, fake_llvm_build
+
+    base = tmp_path / "k"
+    base.mkdir()
+    for name in ("a", "b"):
+        hermetic("key", "generate", str(base / name), "--no-gpg", "--quiet")
+    rec = fake_llvm_build(tmp_path / "build")
+    layout = fake_image(rec, tmp_path / "image")
+    unsigned = hermetic("verify", "--key", str(base / "a.pub"), str(layout), check=False)
+    assert unsigned.returncode == ExitCode.UNSIGNED, unsigned.stderr
+    got = hermetic("attest", str(layout), "--record", str(rec), "--sign-key", str(base / "a.key"),
+                   "--identity", "reg.example/llvm:1")
+    assert "sbom.dsse" in got.stdout and "provenance.dsse" in got.stdout and "signature" in got.stdout
+    ok = hermetic("verify", "--key", str(base / "a.pub"), str(layout))
+    assert "verify: signatures OK" in ok.stdout
+    other = hermetic("verify", "--key", str(base / "b.pub"), str(layout), check=False)
+    assert other.returncode == ExitCode.UNTRUSTED_KEY and "not by a trusted key" in other.stderr
+    both = hermetic("verify", "--key", str(base / "a.pub"), "--key", str(base / "b.pub"), str(layout), check=False)
+    assert both.returncode == ExitCode.UNSIGNED and "b.pub" in both.stderr  # the image: 1 of 2 builders
+    one_of_two = hermetic("verify", "--key", str(base / "a.pub"), "--key", str(base / "b.pub"), "--threshold", "1",
+                          str(layout))
+    assert one_of_two.returncode == 0

@@ -41,7 +41,7 @@ def _check_signatures(args: argparse.Namespace, settings: Settings) -> None:
     if is_layout(path):
         checked = check_layout(path, keys, threshold, settings.arch)
     elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
-        checked = check_wheel(path, keys, threshold)
+        checked = check_wheel(path, keys)
     else:
         raise UsageError(f"cannot check the signatures of {path}", "--key checks image layouts and wheels",
                          "pass a layout (pull it with --with-attestations) or a .whl")

@@ -79,9 +79,22 @@ def _documents(
     return out
 
 
+def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> list[Checked]:
+    """A bundle: its manifest's signature (every blob was checked against the manifest by open_layout)."""
+    from . import bundle
+
+    opened = bundle.open_layout(path)
+    digest = opened.manifest.digest
+    good = check_image_signatures(image_signatures.in_layout(opened.layout, digest), digest, keys, opened.name, threshold)
+    return [Checked("bundle", f"{digest} signed by {', '.join(k.source for k in good)}; all "
+                              f"{len(opened.entries)} inputs match it")]
+
+
 def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch: str | None = None) -> list[Checked]:
     layout = Layout(path)
     layout.verify()
+    if _is_bundle(layout):
+        return check_bundle(path, keys, threshold)
     facts, _ = attest.image_facts(layout, arch)
     root = pick_root(layout)
     good = check_image_signatures(image_signatures.in_layout(layout, root.digest), root.digest, keys, facts.name, threshold)
@@ -99,6 +112,13 @@ def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch
         keys, digest, facts.name,
     )
     return out
+
+
+def _is_bundle(layout: Layout) -> bool:
+    from .bundle import ARTIFACT_TYPE
+
+    roots = layout.index()
+    return len(roots) == 1 and layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
 
 
 def check_wheel(path: Path, keys: Sequence[VerifyKey]) -> list[Checked]:

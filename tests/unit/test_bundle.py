@@ -107,3 +107,21 @@ def test_not_a_bundle(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a hermetic bundle"):
         bundle.open_layout(layout)
     assert json.loads((layout / "index.json").read_text())["manifests"]
+
+
+def test_a_signed_bundle_verifies_by_key(tmp_path: Path) -> None:
+    from hermetic import image_signatures, signature_check, signing
+    from hermetic.errors import UnsignedError, UntrustedKeyError
+    from hermetic.oci.layout import Layout
+
+    path = _write(tmp_path)
+    pairs = [signing.generate(tmp_path / n) for n in ("a", "b")]
+    key = signing.load_signing_key(pairs[0][0])
+    assert key is not None
+    a, b = (signing.load_verify_key(pub) for _, pub in pairs)
+    with pytest.raises(UnsignedError):
+        signature_check.check_layout(path, [a])
+    image_signatures.sign_layout(Layout(path), key, "reg.example/bundles/support:1")
+    assert signature_check.check_layout(path, [a])[0].what == "bundle"
+    with pytest.raises(UntrustedKeyError):
+        signature_check.check_layout(path, [b])

@@ -199,3 +199,18 @@ def test_debian_skopeo_does_not_verify_sigstore(world: World, tmp_path: Path) ->
     policy.write_text(json.dumps({"default": [{"type": "reject"}], "transports": {"docker": {world.host: req}}}))
     proc = skopeo_copy(world, policy, "tiny:1", tmp_path / "out")
     assert proc.returncode != 0 and "sigstore disabled" in proc.stderr, proc.stderr
+
+
+def test_pull_brings_the_signatures_and_verify_key_checks_them(world: World, tmp_path: Path) -> None:
+    """`hermetic pull --with-attestations` keeps the registry's sigstore signature beside the image; `verify --key`
+    accepts its image signature and refuses, in its own class, what is unsigned (this image has no SBOM)."""
+    got = tmp_path / "got"
+    hermetic("pull", f"{world.host}/signed/tiny:1", "--layout", str(got), "--insecure", "--with-attestations")
+    proc = hermetic("verify", "--key", str(world.key("a.pub")), str(got), check=False)
+    assert proc.returncode == 10 and "the SBOM of" in proc.stderr and "not signed" in proc.stderr, proc.stderr
+    other = hermetic("verify", "--key", str(world.key("b.pub")), str(got), check=False)
+    assert other.returncode == 12, other.stderr
+    unsigned = tmp_path / "unsigned"
+    hermetic("pull", f"{world.host}/signed/unsigned:1", "--layout", str(unsigned), "--insecure", "--with-attestations")
+    proc = hermetic("verify", "--key", str(world.key("a.pub")), str(unsigned), check=False)
+    assert proc.returncode == 10 and "is not signed" in proc.stderr, proc.stderr

@@ -198,16 +198,26 @@ def attest_image(
     ]
     key = signing_key(settings)
     if key is not None:
-        digest = facts.manifest_digest.removeprefix("sha256:")
+        out += _attach_signed(layout, subject, facts, key, bom, statement, epoch)
+    return out
+
+
+def _attach_signed(
+    layout: Layout, subject: Descriptor, facts: sbom.ImageFacts, key: signing.SigningKey, bom: dict[str, Any],
+    statement: dict[str, Any], epoch: int,
+) -> list[referrers.Referrer]:
+    """The DSSE envelopes of the SBOM and the provenance, beside the unsigned documents."""
+    digest = facts.manifest_digest.removeprefix("sha256:")
+    return [
+        referrers.attach(
+            layout, subject, DSSE_MEDIA_TYPE, envelope(key, doc), name,
+            {referrers.ANN_KIND: kind, referrers.ANN_CREATED: rfc3339(epoch), referrers.ANN_PREDICATE: predicate},
+        )
         for kind, doc, predicate, name in (
             (KIND_SBOM_DSSE, sbom_statement(bom, facts.name, digest), CYCLONEDX_PREDICATE, "sbom.cdx.dsse.json"),
             (KIND_PROVENANCE_DSSE, statement, provenance.PREDICATE_TYPE, "provenance.intoto.dsse.json"),
-        ):
-            out.append(referrers.attach(
-                layout, subject, DSSE_MEDIA_TYPE, envelope(key, doc), name,
-                {referrers.ANN_KIND: kind, referrers.ANN_CREATED: rfc3339(epoch), referrers.ANN_PREDICATE: predicate},
-            ))
-    return out
+        )
+    ]
 
 
 # -- wheels ----------------------------------------------------------------------------------------------

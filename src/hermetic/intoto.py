@@ -155,7 +155,10 @@ def evidence(
 def wheel_evidence(wrec: record.WheelRecord, wheel: Path, tree: Artifacts) -> tuple[Artifacts, Artifacts]:
     if file_sha256(wheel) != wrec.sha256:
         raise VerifyError(f"{wheel.name} does not match its record", "", "write the evidence of the wheel that was built")
-    reqs = {f"wheelhouse/{p.name}-{p.version}": {"sha256": p.sha256[0]} for p in wrec.build_requirements.pinned if p.sha256}
+    # the very file the build installed, where the recorded wheelhouse still holds it; else the first pin
+    here = {file_sha256(f) for f in Path(wrec.wheelhouse).glob("*.whl")} if wrec.wheelhouse else set()
+    reqs = {f"wheelhouse/{p.name}-{p.version}": {"sha256": next((h for h in p.sha256 if h in here), p.sha256[0])}
+            for p in wrec.build_requirements.pinned if p.sha256}
     sd = wrec.project.sdist
     sdist = {f"sdist/{sd.file}": {"sha256": sd.sha256}} if sd is not None else {}
     return {**tree, **reqs, **sdist}, {f"dist/{wheel.name}": {"sha256": wrec.sha256}}

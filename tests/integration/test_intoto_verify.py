@@ -144,3 +144,26 @@ def test_two_of_two_builders(keys: Path, tmp_path: Path) -> None:
     shutil.rmtree(ev / "unpacked")
     proc = in_toto_verify(ev, keys / "owner.pub")
     assert proc.returncode == 1 and "requires '2' link metadata file(s), found '1'" in proc.stderr, proc.stderr
+
+
+def test_the_chain_ending_in_a_wheel(keys: Path, tmp_path: Path) -> None:
+    from hermetic import record
+    from schemas.examples import fake_wheel
+
+    rec_path, image = _build(tmp_path / "a", keys / "a.key")
+    rec = record.load_build_record(rec_path)
+    ref = {"path": str(rec_path), "variant": "support", "inputs_digest": rec.inputs_digest, "tree_digest": rec.tree.digest}
+    wheel = fake_wheel(tmp_path / "dist", llvm_prefix=rec.install_root + rec.prefix, llvm_record=ref)
+    settings = resolve({"root": str(ROOT), "work_dir": str(tmp_path / "work"), "sign_key": str(keys / "a.key")}, {}, tmp_path)
+    attest.attest_wheel(settings, wheel)
+    ev = tmp_path / "evidence"
+    hermetic("intoto", "links", str(ev), "--record", str(rec_path), "--image", str(image), "--wheel", str(wheel),
+             "--sign-key", str(keys / "a.key"))
+    hermetic("intoto", "layout", str(ev), "--builder", str(keys / "a.pub"), "--wheel", "--sign-key", str(keys / "owner.key"))
+    proc = in_toto_verify(ev, keys / "owner.pub")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (ev / "dist" / wheel.name).is_file() and any((ev / "attestations").glob(wheel.name + ".cdx.dsse.json"))
+    (ev / "dist" / wheel.name).write_bytes(wheel.read_bytes() + b"\0")  # a changed wheel
+    shutil.rmtree(ev / "unpacked")
+    proc = in_toto_verify(ev, keys / "owner.pub")
+    assert proc.returncode == 1 and "dist/" in proc.stderr, proc.stdout + proc.stderr

@@ -214,3 +214,24 @@ def test_pull_brings_the_signatures_and_verify_key_checks_them(world: World, tmp
     hermetic("pull", f"{world.host}/signed/unsigned:1", "--layout", str(unsigned), "--insecure", "--with-attestations")
     proc = hermetic("verify", "--key", str(world.key("a.pub")), str(unsigned), check=False)
     assert proc.returncode == 10 and "is not signed" in proc.stderr, proc.stderr
+
+
+def test_a_builder_without_the_registry_signs_its_layout(world: World, tmp_path: Path) -> None:
+    """The GPU runner's way: b signs its own build's layout as the published reference; a carries the layout
+    back and pushes it (the same image: only b's signature is new), and adds b's OpenPGP file to the lookaside."""
+    ref = f"{world.host}/signed/offline:1"
+    _push(str(world.good), ref, "--sign-key", str(world.key("a.key")), "--gpg-key", str(world.key("a.gpg.key")),
+          "--lookaside", str(world.look))
+    rebuilt = tiny_image(tiny_tree(tmp_path / "root-b"), tmp_path / "b-build")
+    b_look = tmp_path / "b-lookaside"
+    hermetic("sign", str(rebuilt.layout), "--identity", ref, "--quiet", "--sign-key", str(world.key("b.key")),
+             "--gpg-key", str(world.key("b.gpg.key")), "--lookaside", str(b_look))
+    _push(str(rebuilt.layout), ref)  # no key here: the layout's signature naming this reference goes along
+    src = lookaside_dir(b_look, "signed/offline", world.good_digest) / "signature-1"
+    shutil.copyfile(src, lookaside_dir(world.look, "signed/offline", world.good_digest) / "signature-2")
+    accepted = skopeo_copy(world, world.policy("a", "b"), "offline:1", tmp_path / "out")
+    assert accepted.returncode == 0, accepted.stderr
+    with RegistryClient(world.host, insecure=True) as client:
+        sigs = image_signatures.in_registry(client, "signed/offline", world.good_digest)
+    keys = [signing.load_verify_key(world.key(f"{n}.pub")) for n in ("a", "b")]
+    assert len(signing.check_image_signatures(sigs, world.good_digest, keys, "offline:1")) == 2

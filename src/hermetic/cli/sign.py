@@ -85,8 +85,14 @@ def cmd_sign(args: argparse.Namespace, settings: Settings) -> int:
                              "a signature names the reference consumers pull the image by", "")
         layout = Layout(Path(args.target.removeprefix("oci:")))
         layout.verify()
-        for subject in image_signatures.sign_layout(layout, key, args.identity):
+        subjects = image_signatures.sign_layout(layout, key, args.identity)
+        for subject in subjects:
             out(f"signed {subject.digest} as {args.identity} by {key.keyid[:16]}")
+        # an OpenPGP signature too, for a machine that cannot reach the registry: its lookaside files travel
+        ref = parse_image_source(args.identity)
+        if isinstance(ref, Reference):
+            for path in gpg_sign(args, ref, [s.digest for s in subjects]):
+                out(f"{path} (OpenPGP)")
         return 0
     return _sign_remote(args, settings, key)
 

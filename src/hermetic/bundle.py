@@ -214,6 +214,12 @@ def open_layout(path: Path) -> Opened:
     return Opened(layout, roots[0], str(index.get("name", "")), str(index.get("recipe_digest", "")), entries)
 
 
+def is_bundle(layout: Layout) -> bool:
+    roots = layout.index()
+    return len(roots) == 1 and roots[0].media_type == MT_MANIFEST and \
+        layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
+
+
 def _unsafe(rel: str) -> bool:
     return rel.startswith("/") or ".." in Path(rel).parts or not rel
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import attest, image_signatures, provenance, sbom
+from .bundle import is_bundle
 from .digests import file_sha256
 from .errors import SignatureError, UnsignedError, VerifyError
 from .oci import referrers
@@ -81,9 +82,9 @@ def _documents(
 
 def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> list[Checked]:
     """A bundle: its manifest's signature (every blob was checked against the manifest by open_layout)."""
-    from . import bundle
+    from .bundle import open_layout
 
-    opened = bundle.open_layout(path)
+    opened = open_layout(path)
     digest = opened.manifest.digest
     good = check_image_signatures(image_signatures.in_layout(opened.layout, digest), digest, keys, opened.name, threshold)
     return [Checked("bundle", f"{digest} signed by {', '.join(k.source for k in good)}; all "
@@ -93,7 +94,7 @@ def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> l
 def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch: str | None = None) -> list[Checked]:
     layout = Layout(path)
     layout.verify()
-    if _is_bundle(layout):
+    if is_bundle(layout):
         return check_bundle(path, keys, threshold)
     facts, _ = attest.image_facts(layout, arch)
     root = pick_root(layout)
@@ -112,13 +113,6 @@ def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch
         keys, digest, facts.name,
     )
     return out
-
-
-def _is_bundle(layout: Layout) -> bool:
-    from .bundle import ARTIFACT_TYPE
-
-    roots = layout.index()
-    return len(roots) == 1 and layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
 
 
 def check_wheel(path: Path, keys: Sequence[VerifyKey]) -> list[Checked]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import recipe, substitute
 from ..attest import attest_image
+from ..bundle import is_bundle
 from ..errors import UsageError, VerifyError
 from ..image_signatures import image_subjects, sign_layout
 from ..image_signatures import pull_into_layout as pull_signatures
@@ -110,7 +111,7 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
         )
         out(f"{ref} {result.digest}")
         _push_signatures(args, client, layout, ref, settings)
-        if not args.no_attestations:
+        if not args.no_attestations and not is_bundle(layout):  # a bundle is an input, not a built image
             _push_attestations(client, layout, ref, result.digest, args.chunk_size, settings)
     finally:
         client.close()

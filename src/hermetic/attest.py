@@ -62,6 +62,13 @@ def signing_key(settings: Settings) -> signing.SigningKey | None:
     return signing.load_signing_key(settings.sign_key)
 
 
+def signing_note(key: signing.SigningKey | None) -> dict[str, Any]:
+    """What the provenance says about its own signing: by which key, or that nothing was signed and why."""
+    if key is None:
+        return {"signed": False, "why": "no signing key was given (--sign-key, HERMETIC_SIGNING_KEY_FILE)"}
+    return {"signed": True, "keyid": key.keyid, "format": "DSSE (in-toto Statement v1), " + signing.SCHEME}
+
+
 def envelope(key: signing.SigningKey, statement: dict[str, Any]) -> bytes:
     """A DSSE envelope of the statement's exact bytes (the same bytes as the unsigned document beside it)."""
     return signing.dsse_bytes(signing.dsse_sign(key, provenance.dumps(statement)))
@@ -173,9 +180,10 @@ def attest_image(
     started, built = build_times(rec, record_path, rec.wall_time_s)
     if finished is None:
         finished = max(built, (layout.path / "index.json").stat().st_mtime)
+    key = signing_key(settings)
     statement = provenance.image_statement(
         rec, facts, canonical, started=started, finished=finished,
-        record_sha256=file_sha256(record_path), builder_id=builder_id,
+        record_sha256=file_sha256(record_path), builder_id=builder_id, signing=signing_note(key),
     )
     epoch = rec.source_date_epoch
     out = [
@@ -196,7 +204,6 @@ def attest_image(
             {referrers.ANN_KIND: KIND_BUILD_RECORD, referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"]},
         ),
     ]
-    key = signing_key(settings)
     if key is not None:
         out += _attach_signed(layout, subject, facts, key, bom, statement, epoch)
     return out
@@ -366,6 +373,7 @@ def wheel_documents(
     statement = provenance.wheel_statement(
         wrec, llvm_record=llvm_rec, canonical=canonical, started=started, finished=finished,
         record_sha256=file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
+        signing=signing_note(signing_key(settings)),
     )
     return bom, statement
 

@@ -115,6 +115,7 @@ def _summary_of_provenance(statement: Mapping[str, Any]) -> dict[str, Any]:
         "buildType": bd.get("buildType"),
         "externalParameters": bd.get("externalParameters"),
         "offline": internal.get("offline"),
+        "signing": internal.get("signing"),
         "sourceDateEpoch": internal.get("sourceDateEpoch"),
         "builder": (rd.get("builder") or {}).get("id"),
         "startedOn": (rd.get("metadata") or {}).get("startedOn"),
@@ -384,6 +385,8 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")
         off = prov.get("offline") or {}
         lines.append(f"  {'offline':<18} enforced={off.get('enforced')} method={off.get('method')}")
+        if isinstance(prov.get("signing"), dict):  # absent from provenances written before it existed
+            lines.append(f"  {'signing':<18} {_flat(prov['signing'])}")
         pinned = (prov.get("externalParameters") or {}).get("toolchain")
         if isinstance(pinned, dict):  # absent from provenances written before it existed
             lines.append(f"  {'pinned toolchain':<18} {_flat(pinned)}")

@@ -137,6 +137,9 @@ def test_inspect_shows_a_licence_summary_and_says_unsigned(tmp_path: Path) -> No
     assert report["licences"]["artifact"]["Apache-2.0 WITH LLVM-exception"][0] == "llvm 19.1.7"
     assert "cmake 4.4.4" in report["licences"]["build"]["BSD-3-Clause"]
     assert report["signatures"]["status"] == "unsigned"
+    # the provenance, the record of how the attestation was made, says so too
+    assert report["built_from"]["provenance"]["signing"]["signed"] is False
     text = inspection.render(report)
     assert "signatures: UNSIGNED" in text and "licences (from the SBOM):" in text
+    assert "signing            signed=False, why=no signing key was given" in text
     assert "built with  BSD-3-Clause: cmake 4.4.4" in text

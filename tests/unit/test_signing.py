@@ -211,3 +211,28 @@ def test_cli_attest_signs_and_verify_key_checks_with_exit_classes(tmp_path: Path
     one_of_two = hermetic("verify", "--key", str(base / "a.pub"), "--key", str(base / "b.pub"), "--threshold", "1",
                           str(layout))
     assert one_of_two.returncode == 0
+
+
+def test_verify_key_on_a_wheel(tmp_path: Path, keys: dict) -> None:
+    from hermetic.settings import Settings
+    from schemas.examples import fake_wheel, settings
+
+    (a, apub), (_, bpub) = keys["a"], keys["b"]
+    wheel = fake_wheel(tmp_path / "dist")
+    plain: Settings = settings(tmp_path)
+    attest.attest_wheel(plain, wheel)
+    with pytest.raises(UnsignedError, match="SBOM"):
+        signature_check.check_wheel(wheel, [apub])
+    import dataclasses
+
+    attest.attest_wheel(dataclasses.replace(plain, sign_key=Path(a.source)), wheel)
+    assert [c.what for c in signature_check.check_wheel(wheel, [apub])] == ["SBOM", "provenance"]
+    with pytest.raises(UntrustedKeyError):
+        signature_check.check_wheel(wheel, [bpub])
+    sbom_path, _ = attest.sidecars(wheel)
+    sbom_path.write_text(sbom_path.read_text().replace('"version": 1', '"version": 2'))
+    with pytest.raises(VerifyError, match="not the one that was signed"):
+        signature_check.check_wheel(wheel, [apub])
+    # without a key the envelopes of earlier documents go: they would no longer match
+    attest.attest_wheel(plain, wheel)
+    assert not any(p.exists() for p in attest.signed_sidecars(wheel))

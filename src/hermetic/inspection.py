@@ -256,7 +256,17 @@ def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dic
             config = layout.read_json(config_desc)
             facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)
             refs, via = referrers.pull_referrers(client, repo, digest, layout)
-            return image_report(facts, refs, str(ref), f"registry ({via})")
+            report = image_report(facts, refs, str(ref), f"registry ({via})")
+            # image signatures live under their own tag (sha256-<hex>.sig), not among the referrers
+            from .image_signatures import in_registry
+            from .signing import sig_tag
+
+            sigs = in_registry(client, repo, digest)
+            if sigs:
+                sig = report["signatures"]
+                sig["status"] = "signed"
+                sig["kinds"] = [*sig["kinds"], f"{len(sigs)} image signature(s) under {sig_tag(digest)}"]
+            return report
     finally:
         client.close()
 

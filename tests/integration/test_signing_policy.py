@@ -235,3 +235,10 @@ def test_a_builder_without_the_registry_signs_its_layout(world: World, tmp_path:
         sigs = image_signatures.in_registry(client, "signed/offline", world.good_digest)
     keys = [signing.load_verify_key(world.key(f"{n}.pub")) for n in ("a", "b")]
     assert len(signing.check_image_signatures(sigs, world.good_digest, keys, "offline:1")) == 2
+
+
+def test_inspect_of_a_reference_says_whether_it_is_signed(world: World) -> None:
+    signed = hermetic("inspect", f"{world.host}/signed/tiny:1", "--insecure").stdout
+    assert "signatures: signed (1 image signature(s) under sha256-" in signed, signed
+    unsigned = hermetic("inspect", f"{world.host}/signed/unsigned:1", "--insecure").stdout
+    assert "signatures: UNSIGNED" in unsigned, unsigned

@@ -9,7 +9,7 @@ PREFIX: an `nvptx` install prefix (install_root + prefix of its record.json), bu
 is made (tests/debian_root.py; default: a temp dir). Builds A and B of the arm64 wheel run
 `hermetic wheel src/compiler --arch arm64 --python ROOT/usr/bin/python3.11` in two fresh work dirs (each
 with its own cold zig cache), so their sha256 must agree; the amd64 wheel is built once, the same way
-without --arch. Every wall time is the whole command's. The PTX comes from tests/integration/tilec_ptx_probe.py
+without --arch. Every wall time is the whole command's. The PTX comes from tests/functional/tilec_ptx_probe.py
 run by each wheel's own Python, with llvmlite from tests/integration/tilec-runtime-arm64.txt (hash-pinned)
 for the arm64 one.
 """

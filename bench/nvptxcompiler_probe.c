@@ -10,7 +10,7 @@
  * the compiler's error log on stderr.
  *
  * The bench builds it where the library is found (a CUDA toolkit or the
- * nvidia-nvptxcompiler wheel); tilec does not link it: see bench-assembler.md.
+ * nvidia-nvptxcompiler wheel); tilec links the library itself (nvptxcompiler_shim.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

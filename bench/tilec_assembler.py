@@ -2,8 +2,8 @@
 
     python bench/tilec_assembler.py [--out DIR] [--reps 7] [--target sm_90]
 
-tilec keeps ptxas as its default assembler until nvJitLink (`assembler="nvjitlink"`) is shown
-to give the same code. For each bench kernel (tilec_kernels.py: vector adds, the exp/sin loop,
+tilec's default assembler (`auto`) is nvPTXCompiler where it gives ptxas's code, and ptxas
+otherwise; nvJitLink (`assembler="nvjitlink"`) gives `ptxas -c`'s code. For each bench kernel (tilec_kernels.py: vector adds, the exp/sin loop,
 row sums) and the `sinf` case (libdevice's __nv_sinf alone, whose slow path uses local memory),
 the kernel is lowered to PTX once, and that PTX is assembled by:
 
@@ -16,7 +16,8 @@ the kernel is lowered to PTX once, and that PTX is assembled by:
   bench/nvptxcompiler_probe.c, built here where the library is found: TILEC_BENCH_NVPTXCOMPILER (a
   directory with include/nvPTXCompiler.h and lib/ or lib64/libnvptxcompiler_static.a), the CUDA
   toolkit, or the nvidia-nvptxcompiler wheel. Timed inside the probe's process, as nvJitLink is
-  inside this one. tilec does not link it (see bench-assembler.md).
+  inside this one. tilec links the same library itself (assembler="nvptxcompiler", its default's
+  pick where found): the probe times the library alone.
 
 The cubins are compared with `cuobjdump -sass` (instructions only: addresses, encodings and
 comments dropped), per-opcode counts with local loads/stores (LDL/STL) called out, and
@@ -249,6 +250,16 @@ def compare(
         label = f"nvPTXCompiler {version} (static library, in process)"
         candidates[label] = lambda p: probe_compile(exe, p, arch, 0)[:2]
         own_times[label] = lambda p: probe_compile(exe, p, arch, reps)[2]
+    try:  # tilec's own link of the library (absent from older tilecs)
+        from tilec.backends.cuda import backend as cuda_backend
+        from tilec.backends.cuda import nvptxcompiler, toolchain
+
+        nvc = cuda_backend.nvptxcompiler_library(settings)
+        shim = nvptxcompiler.load(nvc, settings, toolchain.memo_dir(settings))
+        label = f"nvPTXCompiler {nvc.version} (tilec's assembler=nvptxcompiler)"
+        candidates[label] = lambda p: nvptxcompiler.assemble(shim, nvc, p, arch, (), 3)
+    except Exception as exc:
+        out["tilec_nvptxcompiler_error"] = repr(exc)
     triton = lib.triton_ptxas()
     if triton and Path(triton).is_file():
         candidates[f"ptxas {lib.ptxas_version(triton)} (Triton's)"] = lambda p: ptxas.assemble(Path(triton), p, arch, (), 3)
@@ -300,7 +311,7 @@ def run_on_gpu(arch: str, settings: Any) -> dict[str, Any]:
     for kernel in C.TILEC_KERNELS:
         t = C.inputs(kernel)
         results = {}
-        for assembler in ("ptxas", "nvjitlink"):
+        for assembler in ("ptxas", "nvjitlink", "nvptxcompiler"):
             k = tilec.compile(C.tilec_module(kernel), target=arch, settings=settings, assembler=assembler)
             for name, v in t.items():
                 if name in ("out", "y"):
@@ -312,6 +323,8 @@ def run_on_gpu(arch: str, settings: Any) -> dict[str, Any]:
             "rel_err_ptxas": results["ptxas"],
             "rel_err_nvjitlink": results["nvjitlink"],
             "outputs_bit_equal": bool(torch.equal(results["ptxas_output"], results["nvjitlink_output"])),
+            "rel_err_nvptxcompiler": results["nvptxcompiler"],
+            "nvptxcompiler_outputs_bit_equal": bool(torch.equal(results["ptxas_output"], results["nvptxcompiler_output"])),
         }
     return out
 

@@ -117,6 +117,11 @@ def machine() -> dict[str, Any]:
         ptxas = CudaBackend.ptxas(tilec.Settings.from_env())
         info["tilec_ptxas"] = str(ptxas.path) if ptxas else None
         info["tilec_ptxas_version"] = ptxas.version if ptxas else None
+        with contextlib.suppress(Exception):  # absent from older tilecs
+            from tilec.backends.cuda import toolchain
+
+            found = toolchain.identity(tilec.Settings.from_env()).get("nvptxcompiler")
+            info["tilec_nvptxcompiler"] = f"{found[1]} ({found[0]})" if found else "none found"
     except Exception as exc:  # the report says what failed rather than dying here
         info["tilec_error"] = repr(exc)
     try:

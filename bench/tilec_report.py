@@ -45,6 +45,7 @@ def _machine(m: dict[str, Any]) -> str:
         ("tilec", "tilec"),
         ("tilec's LLVM", "tilec_llvm"),
         ("tilec's ptxas", "tilec_ptxas_version"),
+        ("tilec's nvPTXCompiler", "tilec_nvptxcompiler"),
         ("cuda-bindings", "cuda-bindings"),
         ("nvJitLink (experiment)", "nvjitlink"),
         ("tilec wheel", "tilec_wheel"),

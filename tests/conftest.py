@@ -1,14 +1,33 @@
-"""Shared fixtures: the real `support` LLVM variant, built once per session."""
+"""The test tiers, marked by directory; fixtures every tier shares: the source cache and the tiny recipe's builds."""
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import hermetic
+from helpers import TINY, SharedBuilds
+from servers import REGISTRY_BIN, Registry
+
+# Cheapest first: .ci/run runs them in this order and stops at the first that fails.
+TIERS = ("unit", "integration", "native", "functional", "gpu")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets the marker of its tier's directory; a test outside them, or marked for another tier,
+    is an error rather than a test that `-m TIER` silently leaves out."""
+    for item in items:
+        rel = Path(str(item.path)).resolve().relative_to(TESTS)
+        tier = rel.parts[0]
+        if tier not in TIERS:
+            raise pytest.UsageError(f"{rel}: every test lives in a tier directory ({', '.join(TIERS)})")
+        other = [m.name for m in item.iter_markers() if m.name in TIERS and m.name != tier]
+        if other:
+            raise pytest.UsageError(f"{item.nodeid} is marked {other[0]} but lives in tests/{tier}/")
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
@@ -17,66 +36,79 @@ def source_cache() -> Path:
     return Path(os.environ.get("HERMETIC_CACHE", Path.home() / ".cache" / "hermetic"))
 
 
-@pytest.fixture(scope="session")
-def support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
-    """Path of the record.json of a real `support` build from the pruned 19.1.7 source.
-
-    Built with the host toolchain (Debian's gcc): the many rebuilds of the tests that use it cost a
-    third of a zig build each. The pinned toolchain's own build is `zig_support_install`.
-    HERMETIC_TEST_SUPPORT=RECORD reuses a finished host build for local runs.
-    """
-    given = os.environ.get("HERMETIC_TEST_SUPPORT")
-    if given:
-        record = Path(given)
-        assert (json.loads(record.read_text()).get("toolchain_id") or {}).get("kind") == "host", f"{record} is not a host build"
-        return record
-    work = tmp_path_factory.mktemp("support-a")
-    jobs = str(os.cpu_count() or 2)
-    hermetic(
-        "build", "llvm", "--variant", "support", "--work-dir", str(work), "--cache", str(source_cache),
-        "--jobs", jobs, "--offline", "auto", "--quiet", "--toolchain", "host",
-    )
-    record = work / "llvm" / "support" / "record.json"
-    assert json.loads(record.read_text())["tree"]["files"], "support build installed nothing"
-    return record
+def _need_registry() -> None:
+    if not os.access(REGISTRY_BIN, os.X_OK):
+        pytest.fail(f"{REGISTRY_BIN} is missing: install Debian's docker-registry package (.ci/setup does)")
 
 
 @pytest.fixture(scope="session")
-def zig_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
-    """Path of the record.json of a real `support` build with the pinned zig toolchain.
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """One docker-registry for the session; tests use their own repositories."""
+    _need_registry()
+    reg = Registry(tmp_path_factory.mktemp("registry"))
+    reg.start()
+    yield reg
+    reg.stop()
 
-    About 10 to 15 minutes on 2 cores (zig also builds its libc++ and glibc stubs into the work dir's zig
-    cache, which later builds in the same work dir reuse). HERMETIC_TEST_ZIG_SUPPORT=RECORD reuses a
-    finished one (a record.json with a zig `toolchain_id`) for local runs; tests may add to its work dir.
-    """
-    given = os.environ.get("HERMETIC_TEST_ZIG_SUPPORT")
-    if given:
-        record = Path(given)
-    else:
-        work = tmp_path_factory.mktemp("zig-support")
-        hermetic(
-            "build", "llvm", "--variant", "support", "--toolchain", "zig", "--work-dir", str(work),
-            "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
-        )
-        record = work / "llvm" / "support" / "record.json"
-    data = json.loads(record.read_text())
-    assert (data.get("toolchain_id") or {}).get("kind") == "zig", f"{record} is not a zig build"
-    return record
+
+@pytest.fixture
+def fresh_registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry of the test's own, which the test may kill and restart."""
+    _need_registry()
+    reg = Registry(tmp_path / "registry")
+    reg.start()
+    yield reg
+    reg.stop()
 
 
 @pytest.fixture(scope="session")
-def arm64_support_install(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Path:
-    """Path of the record.json of a real `support` build for arm64, cross-built here with zig (tests under qemu).
+def builds(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> SharedBuilds:
+    """Every real build of the session, once each (see SharedBuilds)."""
+    return SharedBuilds(tmp_path_factory, source_cache)
 
-    About twice the CPU of the zig `support` build (reports/arm64-support.json). HERMETIC_TEST_ARM64_SUPPORT=RECORD
-    reuses a finished one for local runs.
-    """
-    given = os.environ.get("HERMETIC_TEST_ARM64_SUPPORT")
-    if given:
-        return Path(given)
-    work = tmp_path_factory.mktemp("arm64-support")
-    hermetic(
-        "build", "llvm", "--variant", "support", "--toolchain", "zig", "--arch", "arm64", "--work-dir", str(work),
-        "--cache", str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
-    )
-    return work / "llvm" / "support" / "record.json"
+
+# --- the tiny recipe (tests/recipes/tiny): a real Conan build through hermetic, in seconds ------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding tiny's release archive, handed to hermetic with --mirror (admitted by its pin)."""
+    import sys
+
+    sys.path.insert(0, str(TINY.parent))
+    import tiny_archive
+
+    mirror = tmp_path_factory.mktemp("tiny-mirror")
+    tiny_archive.write(mirror)
+    return mirror
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_mirror: Path) -> tuple[str, ...]:
+    """The options that make a command build or use the tiny recipe."""
+    return ("--llvm-recipe", str(TINY), "--mirror", str(tiny_mirror))
+
+
+@pytest.fixture(scope="session")
+def tiny_install(builds: SharedBuilds, tiny: tuple[str, ...]) -> Path:
+    """record.json of tiny's `support` variant built with the host compiler: about 10 s."""
+    return builds.get(TINY, "support", "host", extra=tiny[2:])
+
+
+@pytest.fixture(scope="session")
+def tiny_full_install(builds: SharedBuilds, tiny: tuple[str, ...]) -> Path:
+    """record.json of tiny's `full` variant (two libraries, a 1.5 MB data file), host compiler: about 15 s."""
+    return builds.get(TINY, "full", "host", extra=tiny[2:])
+
+
+@pytest.fixture(scope="session")
+def tiny_zig_install(builds: SharedBuilds, tiny: tuple[str, ...]) -> Path:
+    """record.json of tiny's `support` with the pinned zig toolchain: about 10 s once zig's runtimes are in the
+    source cache (the first zig build of a cache builds them: about a minute)."""
+    return builds.get(TINY, "support", "zig", extra=tiny[2:])
+
+
+@pytest.fixture(scope="session")
+def tiny_arm64_install(builds: SharedBuilds, tiny: tuple[str, ...]) -> Path:
+    """record.json of tiny's `support` cross-built for arm64 with zig, its test_package run under qemu."""
+    return builds.get(TINY, "support", "zig", arch="arm64", extra=tiny[2:])

@@ -16,18 +16,30 @@ if TYPE_CHECKING:  # the gpu tier loads this module where hermetic is not instal
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def hermetic(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI as a user would."""
+def hermetic(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, check: bool = True, clean: bool = False,
+    umask: int = -1,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI as a user would, this checkout's sources first on PYTHONPATH (whatever an editable
+    install points at). `clean`: without the caller's HERMETIC_* settings, so only `args` and `env` decide."""
+    base = {k: v for k, v in os.environ.items() if not (clean and k.startswith("HERMETIC_"))}
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), base.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
         [sys.executable, "-m", "hermetic", *args],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
         capture_output=True,
         text=True,
+        umask=umask,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"hermetic {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def run_hermetic(*args: str, cwd: Path, umask: int = 0o022, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`hermetic` without the caller's HERMETIC_* settings, under `umask` (the wheel builds' tests)."""
+    return hermetic(*args, cwd=cwd, umask=umask, check=check, clean=True)
 
 
 def resolve_in_project(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
@@ -116,3 +128,47 @@ def user_dir(path: Path, uid: int = OTHER_UID) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, uid, uid)
     return path
+
+
+# --- real builds, each made once per session --------------------------------------------------------------
+
+TINY = ROOT / "tests" / "recipes" / "tiny"
+
+
+class SharedBuilds:
+    """Builds of a session, each made at most once: keyed by the build's inputs digest, as hermetic's plan
+    computes it, so two fixtures asking for the same inputs share one build (and its work dir)."""
+
+    def __init__(self, factory: Any, cache: Path) -> None:
+        self.factory, self.cache = factory, cache
+        self.made: dict[str, Path] = {}
+
+    def inputs_digest(self, recipe_dir: Path, variant: str, toolchain: str, arch: str | None, version: str | None) -> str:
+        from hermetic import llvm, recipe
+        from hermetic import toolchain as tc_mod
+
+        rec = recipe.load_at(recipe_dir, version, ROOT)
+        var = recipe.resolve_variant(rec, variant)
+        tc = tc_mod.select(tc_mod.load(ROOT / "toolchain"), toolchain, None, tc_mod.zig_arch(arch or tc_mod.machine_arch()))
+        return llvm.inputs_digest(rec, var, llvm.source_identity("pruned"), tc)
+
+    def get(self, recipe_dir: Path, variant: str, toolchain: str, *, arch: str | None = None,
+            version: str | None = None, extra: tuple[str, ...] = (), label: str = "") -> Path:
+        """The record.json of the build (made now if this session has none with these inputs).
+
+        `extra` options (a compile cache, compile hosts) never change a digest, so they are not part of the
+        key: the first asker's build, with its options, serves every later one."""
+        key = self.inputs_digest(recipe_dir, variant, toolchain, arch, version)
+        if key not in self.made:
+            work = self.factory.mktemp(label or f"{recipe_dir.name}-{variant}-{toolchain}-{arch or 'native'}")
+            hermetic(
+                "build", "llvm", "--llvm-recipe", str(recipe_dir), "--variant", variant, "--toolchain", toolchain,
+                *(("--arch", arch) if arch else ()), *(("--llvm-version", version) if version else ()),
+                "--work-dir", str(work), "--cache", str(self.cache), "--jobs", str(os.cpu_count() or 2),
+                "--offline", "auto", "--quiet", *extra,
+            )
+            from hermetic import recipe
+
+            rec = recipe.load_at(recipe_dir, version, ROOT)
+            self.made[key] = work / rec.build_path(variant) / "record.json"
+        return self.made[key]

@@ -118,9 +118,10 @@ def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
     # the default release's build directory is the variant's name; another release's has its version too
     # (recipe.Recipe.build_name)
     version = facts.labels.get("org.opencontainers.image.version", "")
-    path = work_dir / "llvm" / variant / "record.json"
+    name = facts.labels.get(LABEL + "recipe", "llvm")
+    path = work_dir / name / variant / "record.json"
     if version and not (path.is_file() and record.load_build_record(path).recipe.version == version):
-        path = work_dir / "llvm" / f"{variant}-{version}" / "record.json"
+        path = work_dir / name / f"{variant}-{version}" / "record.json"
     want = facts.labels.get(LABEL + "tree.digest", "")
     if variant and path.is_file():
         rec = record.load_build_record(path)
@@ -146,7 +147,7 @@ def build_times(rec: record.BuildRecord | record.WheelRecord, path: Path, total_
 
 def _canonical(settings: Settings) -> dict[str, str]:
     try:
-        return sbom.canonical_uris(recipe.load(settings.recipes_dir, version=settings.llvm_version))
+        return sbom.canonical_uris(recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root))
     except Exception:  # the URIs are a nicety; an SBOM without them is still right
         return {}
 

@@ -21,7 +21,7 @@ from . import attest, provenance, record, sbom
 from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
-from .oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, sha256_digest
+from .oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, parse_json, sha256_digest
 
 OK, MISSING, MISMATCH = "matches", "missing", "MISMATCH"
 
@@ -222,12 +222,18 @@ def inspect_layout(path: Path, arch: str | None = None) -> dict[str, Any]:
     return image_report(facts, referrers.referrers(layout), str(path.absolute()), f"{path}/{referrers.REFERRERS_FILE}")
 
 
-def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dict[str, Any]:
+def inspect_ref(
+    text: str, insecure: bool, arch: str | None, quiet: bool, ca_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     from .oci.reference import parse_reference
     from .oci.registry import Progress, make_client
 
     ref = parse_reference(text)
-    client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))
+    client = make_client(
+        ref, insecure=insecure, environ=os.environ if environ is None else environ, progress=Progress(enabled=not quiet),
+        ca_file=Path(ca_file) if ca_file else None,
+    )
     repo = ref.repository
     try:
         media_type, body = client.get_manifest(repo, ref.reference)
@@ -236,7 +242,7 @@ def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dic
             raise VerifyError(f"manifest of {ref} does not match its digest", f"received {digest}", "")
         if media_type in INDEX_TYPES:
             want = arch or host_arch()
-            children = [Descriptor.from_json(m, digest) for m in json.loads(body).get("manifests") or []]
+            children = [Descriptor.from_json(m, digest) for m in _manifest_list(body, str(ref))]
             chosen = next((c for c in children if (c.platform or {}).get("architecture") == want), None)
             if chosen is None:
                 raise UsageError(f"{ref} has no linux/{want} image", "", "pass --arch")
@@ -246,12 +252,15 @@ def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dic
                 raise VerifyError(f"manifest {chosen.digest} of {ref} does not match its digest", digest, "")
         if media_type not in MANIFEST_TYPES:
             raise UsageError(f"{ref} is a {media_type!r}, not an image", "", "")
-        doc = json.loads(body)
+        doc = parse_json(body, f"manifest of {ref}")
+        if not isinstance(doc, dict):
+            raise VerifyError(f"manifest of {ref} is not a JSON object", "", "the registry serves damaged data")
         manifest = Descriptor(media_type, digest, len(body))
         with tempfile.TemporaryDirectory(prefix="hermetic-inspect-") as tmp:
             layout = Layout(Path(tmp))
             layout.init()
-            config_desc = Descriptor.from_json(doc.get("config"), digest)
+            layout.put_bytes(body)
+            config_desc = layout.children(manifest)[0]  # every descriptor of the manifest checked, not just this
             client.fetch_blob(repo, config_desc, layout.blob_path(config_desc.digest))
             config = layout.read_json(config_desc)
             facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)
@@ -269,6 +278,14 @@ def inspect_ref(text: str, insecure: bool, arch: str | None, quiet: bool) -> dic
             return report
     finally:
         client.close()
+
+
+def _manifest_list(body: bytes, where: str) -> list[Any]:
+    doc = parse_json(body, f"index of {where}")
+    manifests = doc.get("manifests") if isinstance(doc, dict) else None
+    if not isinstance(manifests, list):
+        raise VerifyError(f"index of {where} has no manifests list", "", "the registry serves damaged data")
+    return manifests
 
 
 # -- wheels and records -------------------------------------------------------------------------------------
@@ -333,15 +350,21 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
 def inspect_record(path: Path) -> dict[str, Any]:
     rec = record.load_build_record(path)
     root = Path(rec.install_root)
+    if not root.is_absolute():
+        root = (path.parent / root).resolve()
     on_disk = record.tree_digest(record.scan_tree(root)) if root.is_dir() else None
+    # the record's digest is that of its own file list: a digest edited by hand is caught without the tree
+    listed = record.tree_digest(rec.tree.files)
     return {
         "artifact": {
             "kind": "llvm-install-tree",
             "name": f"llvm-{rec.variant}-{rec.recipe.version}",
             "location": str(root),
             "digest": rec.tree.digest,
+            "listed": listed,
             "on_disk": on_disk,
-            "record_matches": on_disk == rec.tree.digest if on_disk else None,
+            "record_matches": False if listed != rec.tree.digest else (on_disk == rec.tree.digest if on_disk else None),
+            "tree_checked": on_disk is not None,
         },
         "built_from": {
             "recipe": rec.recipe.as_json(),
@@ -379,10 +402,11 @@ def render(report: Mapping[str, Any]) -> str:
             lines.append(f"  {key:<9} {a[key]}")
     for layer in a.get("layers") or []:
         lines.append(f"  layer     {layer['digest']} ({layer['size'] / 1e6:.1f} MB, {layer['mediaType']})")
-    if "record_matches" in a and a["record_matches"] is not None:
+    if a.get("kind") == "llvm-install-tree":
+        lines += _tree_lines(a)
+    elif "record_matches" in a and a["record_matches"] is not None:
         verdict = "matches" if a["record_matches"] else "DOES NOT MATCH"
-        # A record inspected itself has no other record to name: the check is of the tree on disk.
-        lines.append(f"  record    {verdict} ({a['record']})" if a.get("record") else f"  on disk   {verdict} the record")
+        lines.append(f"  record    {verdict} ({a['record']})")
     lines.append("built from:")
     for k, v in report["built_from"].items():
         if k == "provenance":
@@ -429,12 +453,30 @@ def _render_licences(table: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _tree_lines(a: Mapping[str, Any]) -> list[str]:
+    """A record inspected itself: its digest against its own file list, and against the tree when present."""
+    lines = []
+    if a.get("listed") and a["listed"] != a["digest"]:
+        lines.append(f"  listed    DOES NOT MATCH: the record's files give {a['listed']}")
+    if a.get("tree_checked"):
+        verdict = "matches" if a.get("on_disk") == a["digest"] else f"DOES NOT MATCH ({a.get('on_disk')})"
+        lines.append(f"  on disk   {verdict} the record")
+    else:
+        lines.append(f"  on disk   not checked: no tree at {a['location']}")
+    return lines
+
+
 def mismatches(report: Mapping[str, Any]) -> list[str]:
     out = [
         f"{kind}: {'; '.join(e.get('problems') or [])}"
         for kind, e in report["attestations"].items()
         if isinstance(e, dict) and e.get("status") == MISMATCH
     ]
-    if report["artifact"].get("record_matches") is False:
+    a = report["artifact"]
+    if a.get("listed") and a["listed"] != a["digest"]:
+        out.append(f"the record's tree digest {a['digest']} is not that of the files it lists ({a['listed']})")
+    if a.get("tree_checked") and a.get("on_disk") != a["digest"]:
+        out.append(f"the tree at {a['location']} has digest {a.get('on_disk')}, the record says {a['digest']}")
+    elif a.get("record_matches") is False and a.get("kind") != "llvm-install-tree":
         out.append("the artifact does not match its record")
     return out

@@ -69,12 +69,12 @@ def inputs_digest(
     recipe: Recipe, variant: Variant, source: dict[str, str], tc: toolchain.Toolchain | None = None
 ) -> str:
     """The digest a build step is known by: computable before anything is fetched (the plan needs it)."""
-    tc = tc or toolchain.for_root(recipe.path.parents[1])
+    tc = tc or toolchain.for_root(recipe.project_root)
     data = {
         "recipe": recipe.digest(),
         "variant": variant.digest(),
         "source": source,
-        "toolchain": _toolchain_digest(recipe.path.parents[1] / "toolchain"),
+        "toolchain": _toolchain_digest(recipe.project_root / "toolchain"),
         "compiler": tc.identity(),  # its target names the architecture
     }
     build_tc = toolchain.for_build_machine(tc)
@@ -92,8 +92,9 @@ def _toolchain_digest(toolchain: Path) -> str:
     return h.hexdigest()
 
 
-def build_dir(settings: Settings, variant: str) -> Path:
-    return settings.work_dir / "llvm" / variant
+def build_dir(settings: Settings, build_path: str) -> Path:
+    """WORK_DIR/<recipe>/<variant>[-<release>] (Recipe.build_path)."""
+    return settings.work_dir / build_path
 
 
 def _version(argv: list[str]) -> str:
@@ -133,7 +134,7 @@ def build(
     test_package passed, so a failed or interrupted rebuild leaves the previous tree and record
     intact and usable.
     """
-    out = build_dir(settings, inputs.recipe.build_name(inputs.variant.name))
+    out = build_dir(settings, inputs.recipe.build_path(inputs.variant.name))
     recover(out)
     new = out / NEW
     shutil.rmtree(new, ignore_errors=True)
@@ -268,7 +269,8 @@ def _build_into(
             log_path=log_path,
             quiet=True,
         )
-    options = [f"-o=llvm/*:variant={variant.name}"] + [f"-o=llvm/*:{k}={v}" for k, v in variant.options]
+    name = recipe.name
+    options = [f"-o={name}/*:variant={variant.name}"] + [f"-o={name}/*:{k}={v}" for k, v in variant.options]
     # A distributed build keeps this machine's jobs busy and every host's slots filled.
     jobs = settings.jobs + (settings.distribute.slots if settings.distribute else 0)
     confs = [
@@ -297,7 +299,7 @@ def _build_into(
         profiles = [f"-pr:a={profile}"]
     if emulator:
         confs.append(f"-c:h=user.hermetic:emulator={shlex.join(emulator)}")
-    log(f"build: llvm {recipe.version} variant {variant.name} with {jobs} jobs (log: {log_path})")
+    log(f"build: {name} {recipe.version} variant {variant.name} with {jobs} jobs (log: {log_path})")
     with ExitStack() as stack:
         step_prefix = prefix
         if spread is not None:
@@ -308,20 +310,20 @@ def _build_into(
         sandbox.run(
             [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs,
              "--build=missing", "--no-remote"],
-            what=f"build LLVM variant {variant.name}",
+            what=f"build {name} variant {variant.name}",
             env=env,
             cwd=new,
             prefix=step_prefix,
             log_path=log_path,
             quiet=settings.quiet,
-            label=f"llvm-{variant.name}",
+            label=f"{name}-{variant.name}",
             # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
             # from 1: the phases cannot be named from the order, so the count goes unnamed.
             phases=() if prepared.build_profile else ("compile", "install", "test_package"),
         )
     distributed = spread.finish(log) if spread is not None else None
     listing = sandbox.run(
-        [*conan, "list", f"llvm/{recipe.version}:*", "--format=json"],
+        [*conan, "list", f"{name}/{recipe.version}:*", "--format=json"],
         what="find the built package", env=env, cwd=new, log_path=None, quiet=True,
     )
     if cache_use is not None:
@@ -330,10 +332,10 @@ def _build_into(
         note = compile_cache.failure_note(cache_use.answered, counted)
         cache_use = dataclasses.replace(cache_use, stats=counted, note=note)
         log(f"build: compile cache: {counted.hits} hits, {counted.misses} misses" + (f"; {note}" if note else ""))
-    pkg_ids = _package_ids(listing, recipe.version)
+    pkg_ids = _package_ids(listing, f"{name}/{recipe.version}")
     if len(pkg_ids) != 1:
         raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
-    ref = f"llvm/{recipe.version}:{pkg_ids[0]}"
+    ref = f"{name}/{recipe.version}:{pkg_ids[0]}"
     pkg = Path(sandbox.run([*conan, "cache", "path", ref], what="locate the package", env=env, cwd=new, quiet=True).strip())
     bdir = Path(sandbox.run([*conan, "cache", "path", ref, "--folder", "build"], what="locate the build", env=env, cwd=new, quiet=True).strip())
     commands_file = next(iter(bdir.rglob("hermetic-commands.txt")), None)
@@ -557,12 +559,12 @@ def iso_time(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def _package_ids(listing: str, version: str) -> list[str]:
+def _package_ids(listing: str, reference: str) -> list[str]:
     data = json.loads(listing[listing.index("{"):])
     ids: list[str] = []
     for cache in data.values():
         for ref, rrevs in cache.items():
-            if not ref.startswith(f"llvm/{version}"):
+            if not ref.startswith(reference):
                 continue
             for rrev in rrevs.get("revisions", {}).values():
                 ids.extend(rrev.get("packages", {}).keys())

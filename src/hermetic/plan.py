@@ -40,16 +40,16 @@ class Step:
 class Plan:
     variant: str
     steps: tuple[Step, ...]
-    build_name: str = ""  # WORK_DIR/llvm/<build_name>: the variant, with the release when not the default
+    build_path: str  # WORK_DIR/<build_path>: Recipe.build_path, e.g. llvm/support
 
     @property
     def build(self) -> str:
-        return self.build_name or self.variant
+        return self.build_path
 
     def upto(self, key: str) -> Plan:
         """The plan narrowed to the steps a job ending at `key` needs."""
         keys = [s.key for s in self.steps]
-        return Plan(self.variant, self.steps[: keys.index(key) + 1], self.build_name)
+        return Plan(self.variant, self.steps[: keys.index(key) + 1], self.build_path)
 
     def step(self, key: str) -> Step:
         return next(s for s in self.steps if s.key == key)
@@ -81,8 +81,9 @@ def plan_all(
 
     `environ` is where a substitute's credentials come from (the CLI's environment; oci/auth.py reads it).
     """
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
+    title = f"{rec.name}-{variant.name}"  # what the plan's lines call the build: llvm-support
     arch = settings.arch or toolchain.machine_arch()
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
     cross = arch != toolchain.machine_arch()
@@ -150,7 +151,7 @@ def plan_all(
         prune_step = Step(
             "prune", "prune source", prune_id,
             DONE if pruned else RUN,
-            f"cached: {pruned.name}" if pruned else f"{variant.name} subset of llvm-project {rec.version}",
+            f"cached: {pruned.name}" if pruned else f"{variant.name} subset of {rec.name} {rec.version}",
             lambda: steps.ensure_pruned(settings, rec, fetch(), variant, log),
         )
 
@@ -164,7 +165,8 @@ def plan_all(
                                 f"planned {build_id[:16]}, got {inputs.digest()[:16]}", "run the command again")
         return llvm.build(settings, inputs, log, keep_build=keep_build, substitute_refused=refused)
 
-    done, why = (None, "--force") if force else steps.finished_build(settings, rec.build_name(variant.name), build_id)
+    build_path = rec.build_path(variant.name)
+    done, why = (None, "--force") if force else steps.finished_build(settings, build_path, build_id)
     # --force means "build it here": a substitute is not asked then.
     found = None if done or force or not settings.substitutes else substitute.find(
         settings.substitutes, build_id, environ or {}, log)
@@ -175,10 +177,10 @@ def plan_all(
         assert found is not None
         try:
             got = substitute.install(
-                found, llvm.build_dir(settings, rec.build_name(variant.name)), image_dir, f"llvm-{variant.name}-{rec.version}-linux-{arch}",
+                found, llvm.build_dir(settings, build_path), image_dir, f"{rec.title(variant.name)}-linux-{arch}",
                 build_id, tc.identity(), arch, environ or {}, log,
             )
-            log(f"build: llvm-{variant.name} substituted from {got.substituted}: {got.tree.digest}, verified")
+            log(f"build: {title} substituted from {got.substituted}: {got.tree.digest}, verified")
             return got
         except substitute.Refused as exc:
             refused = exc.what
@@ -195,25 +197,25 @@ def plan_all(
            + (f", compile cache {settings.compile_cache.shown} (ccache)" if settings.compile_cache else "")
            + (f", compiles spread over {settings.distribute.shown} (distcc)" if settings.distribute else ""))
     if done:
-        build_step = Step("build", f"build llvm-{variant.name}", build_id, DONE, f"up to date: {done}", build)
+        build_step = Step("build", f"build {title}", build_id, DONE, f"up to date: {done}", build)
     elif found:
-        build_step = Step("build", f"build llvm-{variant.name}", build_id, PULL,
+        build_step = Step("build", f"build {title}", build_id, PULL,
                           f"{found.ref} (tag {found.tag}), verified before use; else built: {how}", pull)
     else:
-        build_step = Step("build", f"build llvm-{variant.name}", build_id, RUN, f"{why}; {how}", build)
+        build_step = Step("build", f"build {title}", build_id, RUN, f"{why}; {how}", build)
 
     # image: rewritten from the tree (deterministic, seconds), so never trusted from an earlier run,
     # except the very image a substitution pulled, which steps.make_image reuses
-    record_json = llvm.build_dir(settings, rec.build_name(variant.name)) / "record.json"
+    record_json = llvm.build_dir(settings, build_path) / "record.json"
     image_step = Step(
-        "image", f"image llvm-{variant.name}", _digest("image", build_id, "gzip"), PULL if found else RUN,
+        "image", f"image {title}", _digest("image", build_id, "gzip"), PULL if found else RUN,
         f"the substitute's layout, kept by the pull, under {image_dir}" if found else f"OCI layout under {image_dir}",
         lambda: steps.make_image(settings, record_json, image_dir, log),
     )
 
     # wheel: the wheel recipes that build against this tree (the compiler core lowers to PTX: a variant without
     # NVPTX cannot host it; a third-party recipe names its release and variant)
-    prefix = llvm.build_dir(settings, rec.build_name(variant.name)) / "install" / rec.prefix(variant.name).lstrip("/")
+    prefix = llvm.build_dir(settings, build_path) / "install" / rec.prefix(variant.name).lstrip("/")
     wheel_id = _digest("wheel", build_id, *(w.digest() for w in wheel_recipes), *(r.digest() for r in req_sets))
     names = ", ".join(f"{w.sdist.name} {w.sdist.version}" if w.sdist else w.project for w in wheel_recipes)
     if not wheel_recipes:
@@ -236,7 +238,7 @@ def plan_all(
     keys = [s.key for s in (tc_step, fetch_step, house_step, prune_step, build_step, image_step, wheel_step)]
     builds = build_step.state == RUN
     wheels = keys.index(through) >= keys.index("wheel") and wheel_step.state == RUN
-    reason = f"not needed: build llvm-{variant.name} is {'pulled' if found else 'up to date'}"
+    reason = f"not needed: build {title} is {'pulled' if found else 'up to date'}"
     resolving = []
     # the release archive only feeds a prune that runs (or a build of the whole release)
     fetches = builds and (mode != "pruned" or prune_step.state == RUN)
@@ -247,7 +249,7 @@ def plan_all(
             if found:
                 deferred.append(s)
         resolving.append(s)
-    return Plan(variant.name, (*resolving, build_step, image_step, wheel_step), rec.build_name(variant.name)).upto(through)
+    return Plan(variant.name, (*resolving, build_step, image_step, wheel_step), build_path).upto(through)
 
 
 def _source_mode(source: str) -> tuple[str, Path | None, str]:

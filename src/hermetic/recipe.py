@@ -75,16 +75,41 @@ class Recipe:
     prune: PruneRules
     versions: tuple[str, ...] = ()  # every release conandata.yml pins; `version` is the one loaded
     default_version: str = ""  # conandata.yml's default_version (the first pinned when it names none)
+    # The checkout whose toolchain/ builds this recipe: recipes/NAME's parent's parent, or the project root
+    # for a recipe kept elsewhere (--llvm-recipe DIR). None: derived from `path`.
+    root: Path | None = None
+    # The top directory of a pruned archive (conandata.yml `pruned_root`); LLVM's historical name by default,
+    # so the pruned archives (and their digests) of recipes/llvm stay what they were.
+    pruned_root_template: str = "llvm-project-{version}.src"
+    # Components accepted beside the listed ones (conandata.yml `component_pattern`; "" for none): LLVM's and
+    # MLIR's library names by default, which recipes/llvm's conanfile accepts.
+    component_pattern: str = _LIBRARY.pattern
 
     def digest(self) -> str:
         return self.files_digest
 
+    @property
+    def project_root(self) -> Path:
+        return self.root if self.root is not None else self.path.parents[1]
+
+    @property
+    def pruned_root(self) -> str:
+        return self.pruned_root_template.format(name=self.name, version=self.version)
+
     def build_name(self, variant: str) -> str:
-        """The build directory's name under WORK_DIR/llvm: the variant, with the release when it is not
+        """The build directory's name under WORK_DIR/<recipe>: the variant, with the release when it is not
         the default one, so two releases of a variant build side by side and the default's paths stay."""
         if not self.default_version or self.version == self.default_version:
             return variant
         return f"{variant}-{self.version}"
+
+    def build_path(self, variant: str) -> str:
+        """The build directory relative to the work dir: `llvm/support`, `tiny/support-2.0.0`."""
+        return f"{self.name}/{self.build_name(variant)}"
+
+    def title(self, variant: str) -> str:
+        """What images and plans call a build of this recipe: `llvm-support-19.1.7`."""
+        return f"{self.name}-{variant}-{self.version}"
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -146,8 +171,18 @@ def _read_yaml(path: Path) -> Any:
 
 
 def load(recipes_dir: Path, name: str = "llvm", version: str | None = None) -> Recipe:
-    """The recipe at one of the releases it pins: `version`, or conandata.yml's `default_version`."""
-    path = recipes_dir / name
+    """The recipe recipes_dir/NAME at one of the releases it pins: `version`, or conandata.yml's `default_version`."""
+    return load_at(recipes_dir / name, version)
+
+
+def load_at(path: Path, version: str | None = None, root: Path | None = None) -> Recipe:
+    """The recipe in directory `path` (named by it), built with `root`'s toolchain/ (default: path's grandparent)."""
+    name = path.name
+    if not (path / "conanfile.py").is_file() and not (path / "conandata.yml").is_file():
+        raise RecipeError(
+            f"no recipe at {path}", "the directory holds neither conanfile.py nor conandata.yml",
+            "pass --llvm-recipe NAME (a directory under recipes/) or the path of a recipe directory",
+        )
     data = _read_yaml(path / "conandata.yml")
     variants_data = _read_yaml(path / "variants.yml")
     try:
@@ -156,7 +191,7 @@ def load(recipes_dir: Path, name: str = "llvm", version: str | None = None) -> R
         version = str(version or default)
         if version not in versions:
             raise RecipeError(
-                f"recipe {name} has no LLVM {version}",
+                f"recipe {name} has no release {version}",
                 f"{path / 'conandata.yml'} pins {', '.join(versions)}",
                 f"use --llvm-version with one of them (HERMETIC_LLVM_VERSION; default {default}), "
                 "or pin the release's archives there",
@@ -198,6 +233,9 @@ def load(recipes_dir: Path, name: str = "llvm", version: str | None = None) -> R
             prune=PruneRules(**{k: tuple(str(x) for x in entry["prune"][k]) for k in PRUNE_KEYS}),
             versions=tuple(versions),
             default_version=default,
+            root=root,
+            pruned_root_template=str(data.get("pruned_root") or Recipe.pruned_root_template),
+            component_pattern=str(data.get("component_pattern", _LIBRARY.pattern) or ""),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RecipeError(f"malformed recipe data in {path}", f"missing or wrong field: {exc}", "compare with git") from exc
@@ -233,12 +271,15 @@ def validate_options(recipe: Recipe, options: dict[str, str], context: str = "op
                 f"valid {key}: {', '.join(recipe.allowed(key))}",
             )
     comps = [v.strip() for v in options.get("components", "").split(";") if v.strip()]
-    bad = [c for c in comps if c not in recipe.allowed("components") and not _LIBRARY.match(c)]
+    pattern = re.compile(recipe.component_pattern) if recipe.component_pattern else None
+    bad = [c for c in comps if c not in recipe.allowed("components") and not (pattern and pattern.match(c))]
     if bad:
+        libraries = pattern is not None and pattern.pattern == _LIBRARY.pattern
         raise RecipeError(
             f"{context}: unknown component(s): {', '.join(bad)}",
-            "components are LLVM/MLIR library names or named install components",
-            f"valid: LLVM<Library>, MLIR<Library>, {', '.join(recipe.allowed('components'))}",
+            "components are LLVM/MLIR library names or named install components" if libraries
+            else f"recipe {recipe.name} names its components in {recipe.path / 'conandata.yml'}",
+            f"valid: {'LLVM<Library>, MLIR<Library>, ' if libraries else ''}{', '.join(recipe.allowed('components'))}",
         )
 
 

@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -101,11 +102,11 @@ class Progress:
     again is the next phase, named from `phases` so that 209/209 is not followed by a bare 0/4.
     """
 
-    def __init__(self, label: str, quiet: bool, stream: TextIO = sys.stderr, phases: Sequence[str] = ()) -> None:
+    def __init__(self, label: str, quiet: bool, stream: TextIO | None = None, phases: Sequence[str] = ()) -> None:
         self.label = label
         self.quiet = quiet
-        self.stream = stream
-        self.tty = stream.isatty()
+        self.stream = stream or sys.stderr  # looked up now: the CLI guards sys.stderr against a closed pipe
+        self.tty = self.stream.isatty()
         self.last_pct = -1
         self.last_time = 0.0
         self.phases = tuple(phases)
@@ -146,6 +147,36 @@ class Progress:
             self.stream.write("\n")
 
 
+def stop(proc: subprocess.Popen[str], grace: float = 5.0) -> None:
+    """Stop a step and everything it started in its process group: SIGTERM first (ninja passes it on to
+    the compiles it runs in groups of their own, then exits), SIGKILL for what is left after `grace`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; members of its group may linger a moment longer
+        deadline = time.monotonic() + grace
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _group_alive(proc.pid):
+            return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -159,7 +190,12 @@ def run(
     phases: Sequence[str] = (),
     fix: str = "",
 ) -> str:
-    """Run one step; returns its output. Failure raises SubprocessFailed with a repro line."""
+    """Run one step; returns its output. Failure raises SubprocessFailed with a repro line.
+
+    The step runs in a process group of its own, so an interrupt of hermetic (SIGINT, SIGTERM) reaches
+    it only through `stop`: the whole group is stopped before the interrupt goes on, and cleanup never
+    waits for a build that keeps compiling.
+    """
     full = [*prefix, *argv]
     if shutil.which(full[0], path=env.get("PATH")) is None:
         raise EnvironmentError_(f"{full[0]} is not installed", f"needed to {what}", "run the README's set-up command")
@@ -177,14 +213,19 @@ def run(
             text=True,
             errors="replace",
             umask=0o022,
+            start_new_session=True,
         ) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                chunks.append(line)
-                if log:
-                    log.write(line)
-                progress.line(line)
-            rc = proc.wait()
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    chunks.append(line)
+                    if log:
+                        log.write(line)
+                    progress.line(line)
+                rc = proc.wait()
+            except BaseException:
+                stop(proc)
+                raise
     finally:
         if log:
             log.close()

@@ -51,6 +51,9 @@ class Settings:
     work_dir: Path
     variant: str | None = None  # None: the recipe's default (variants.yml `default:`)
     llvm_version: str | None = None  # None: the recipe's default (conandata.yml `default_version:`)
+    # The recipe of the trees built: a name under recipes/ or an absolute directory (the tests' tiny recipe);
+    # None: recipes/llvm.
+    llvm_recipe: str | None = None
     mirrors: tuple[Path, ...] = ()
     offline: str = "auto"
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -81,6 +84,11 @@ class Settings:
         return self.root / "recipes"
 
     @property
+    def llvm_recipe_dir(self) -> Path:
+        value = self.llvm_recipe or "llvm"
+        return Path(value) if os.sep in value else self.recipes_dir / value
+
+    @property
     def toolchain_dir(self) -> Path:
         return self.root / "toolchain"
 
@@ -102,6 +110,7 @@ _KEYS = {
     "work_dir": "WORK_DIR",
     "variant": "VARIANT",
     "llvm_version": "LLVM_VERSION",
+    "llvm_recipe": "LLVM_RECIPE",
     "mirrors": "MIRRORS",
     "offline": "OFFLINE",
     "jobs": "JOBS",
@@ -202,6 +211,7 @@ def resolve(
         work_dir=work.expanduser().resolve(),
         variant=str(merged["variant"]) if merged.get("variant") else None,
         llvm_version=str(merged["llvm_version"]).strip() if merged.get("llvm_version") else None,
+        llvm_recipe=_recipe(merged.get("llvm_recipe"), cwd),
         mirrors=mirrors,
         offline=offline,
         jobs=jobs,
@@ -218,6 +228,16 @@ def resolve(
         distribute=distribute,
         sign_key=Path(str(merged["sign_key"])).expanduser().resolve() if merged.get("sign_key") else None,
     )
+
+
+def _recipe(value: Any, cwd: Path) -> str | None:
+    """A recipe name (recipes/NAME) as given; a path (anything with a `/`) made absolute."""
+    if not value:
+        return None
+    text = str(value).strip()
+    if "/" not in text:
+        return text
+    return str((cwd / Path(text).expanduser()).resolve())
 
 
 def _arches(value: Any) -> tuple[str, ...]:

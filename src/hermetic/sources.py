@@ -29,7 +29,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -523,10 +523,10 @@ def prune(
     log: Log = null_log,
 ) -> Path:
     """Write a deterministic .tar.xz holding only what `variant` builds (the recipe's prune rules); returns its path."""
-    version, epoch = recipe.version, recipe.source_date_epoch
+    epoch = recipe.source_date_epoch
     targets = set(variant.values("targets"))
     projects = set(variant.values("projects"))
-    root = f"llvm-project-{version}.src"
+    root = recipe.pruned_root
     strip = source.archive.strip_root.rstrip("/") + "/"
     members: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
     log(f"prune: reading {source.path.name} (this takes a minute)")
@@ -564,6 +564,14 @@ def prune(
             str(exc),
             f"delete {source.path.parent} and run `hermetic fetch` again",
         ) from exc
+    return write_archive(dest, root, members, epoch, log)
+
+
+def write_archive(
+    dest: Path, root: str, members: Mapping[str, tuple[tarfile.TarInfo, bytes]], epoch: int, log: Log = null_log
+) -> Path:
+    """Write `members` (paths relative to `root`) as a deterministic .tar.xz: sorted, normalized owners and modes,
+    times clamped to `epoch`, every parent directory listed, one fixed xz preset. Written beside `dest`, then moved."""
     dirs: set[str] = set()
     for rel in members:
         parts = rel.split("/")[:-1]

@@ -20,7 +20,7 @@ from .settings import Settings
 
 def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive, variant: recipe.Variant) -> Path:
     key = sources.prune_key(archive, variant, rec.prune)
-    return settings.cache_dir / "pruned" / key / f"llvm-project-{rec.version}.src-{variant.name}.tar.xz"
+    return settings.cache_dir / "pruned" / key / f"{rec.pruned_root}-{variant.name}.tar.xz"
 
 
 def cached_pruned(settings: Settings, rec: recipe.Recipe, variant: recipe.Variant, log: Log) -> dict[str, Any] | None:

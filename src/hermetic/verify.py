@@ -219,7 +219,7 @@ def _rebuild_llvm(
     the build reads, for users who do not want to trust the pruning step.
     """
 
-    rec = recipe.load(settings.recipes_dir, version=spec.version or None)
+    rec = recipe.load_at(settings.llvm_recipe_dir, spec.version or None, settings.root)
     want_recipe = spec.recipe_digest
     if want_recipe != rec.digest():
         raise VerifyError(
@@ -394,7 +394,8 @@ def verify_image(
     compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
     with rebuild_conditions(report):
         new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log, from_release)
-        new_record = root / "work" / "llvm" / recipe.load(settings.recipes_dir, version=new.recipe.version).build_name(new.variant) / "record.json"
+        built = recipe.load_at(settings.llvm_recipe_dir, new.recipe.version, settings.root)
+        new_record = root / "work" / built.build_path(new.variant) / "record.json"
         image_spec = spec_from_record(new_record, arch=facts.arch)
         if from_release and spec.pruned:
             # Built from the release archive, the tree stands for the pruned subset the image names,

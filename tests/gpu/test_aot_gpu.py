@@ -126,11 +126,11 @@ def test_aot_program_matches_jit_and_launches_fast(
     # AOT: the same three, linked into one library with a dispatcher, built into a C program.
     target = f"cuda:{sm_target}"
     specs = [
-        tilec.backends.cuda.aot.compile(src, target, block=256, settings=settings),
-        tilec.backends.cuda.aot.compile(src, target, block=256, constants={"n": 1024}, settings=settings),
-        tilec.backends.cuda.aot.compile(src, target, block=256, multiple_of={"n": 16}, settings=settings),
+        tilec.aot.compile(src, target, block=256, settings=settings),
+        tilec.aot.compile(src, target, block=256, constants={"n": 1024}, settings=settings),
+        tilec.aot.compile(src, target, block=256, multiple_of={"n": 16}, settings=settings),
     ]
-    lib = tilec.backends.cuda.aot.link(specs, "vaddlib")
+    lib = tilec.aot.link(specs, "vaddlib")
     lib.write(tmp_path)
     order = [k.name for k in lib.dispatchers["vadd"]]
     exe = tmp_path / "aot_gpu_main"
@@ -183,6 +183,7 @@ def test_aot_program_matches_jit_and_launches_fast(
         "tilec": tilec.__version__,
         "llvm": tilec.llvm_version(),
         "ptxas": jit["generic"].metadata.ptxas_version,
+        "assembler": [jit["generic"].metadata.assembler, jit["generic"].metadata.assembler_note],
         "kernel": "vadd (a, b, out, n) with n = 1, grid 1 x 256 threads (tiny: launch cost dominates)",
         "method": (
             "C program (tests/gpu/aot/aot_gpu_main.c) linking the generated library; per round, "

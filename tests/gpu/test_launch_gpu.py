@@ -1,4 +1,4 @@
-"""The native launch path (tilec._launch) and the nvJitLink assembler on a real device, checked
+"""The native launch path (tilec._launch) and the in-process assemblers on a real device, checked
 against torch (skipped without a device; torch is needed here)."""
 
 from __future__ import annotations
@@ -146,18 +146,24 @@ def test_a_hit_without_ptxas_takes_its_registers_from_the_loaded_function(
     assert hit.metadata.registers is not None and hit.metadata.registers > 0
 
 
-def test_nvjitlink_assembler_gives_the_same_results(
-    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, torch: Any
+@pytest.mark.parametrize("assembler", ["nvjitlink", "nvptxcompiler"])
+def test_in_process_assemblers_give_ptxas_s_results(
+    gpu_tilec: ModuleType, kernels: ModuleType, sm_target: str, settings: Any, torch: Any, assembler: str
 ) -> None:
+    """The same outputs, bit for bit, from cubins made in process as from ptxas's: nvJitLink's
+    (`ptxas -c`'s code) and nvPTXCompiler's (ptxas's code: the native tier compares sections)."""
     try:
-        k = gpu_tilec.compile(kernels.EXP_IR, target=sm_target, settings=settings, assembler="nvjitlink")
+        k = gpu_tilec.compile(kernels.SIN_IR, target=sm_target, settings=settings, assembler=assembler)
     except gpu_tilec.ToolNotFoundError as exc:
+        if assembler == "nvptxcompiler":
+            pytest.fail(f"the gpu tier needs the PTX compiler library (a CUDA toolkit's or nvidia-nvptxcompiler): {exc}")
         pytest.skip(f"no nvJitLink here: {exc}")
-    ref = gpu_tilec.compile(kernels.EXP_IR, target=sm_target, settings=settings)
-    assert k.key != ref.key and k.metadata.assembler == "nvjitlink" and ref.metadata.assembler == "ptxas"
-    assert k.asm["cubin"][:4] == b"\x7fELF" and k.metadata.nvjitlink_version
-    n = 1000
-    x = torch.rand(n, device="cuda")
+    ref = gpu_tilec.compile(kernels.SIN_IR, target=sm_target, settings=settings, assembler="ptxas")
+    assert k.key != ref.key and k.metadata.assembler == assembler and ref.metadata.assembler == "ptxas"
+    assert k.asm["cubin"][:4] == b"\x7fELF"
+    assert k.metadata.nvjitlink_version if assembler == "nvjitlink" else k.metadata.nvptxcompiler_version
+    n = 1 << 16
+    x = (torch.rand(n, device="cuda") - 0.5) * 2e4  # sinf's slow path too (large arguments)
     outs = []
     for kern in (ref, k):
         y = torch.full((n,), float("nan"), device="cuda")
@@ -165,4 +171,4 @@ def test_nvjitlink_assembler_gives_the_same_results(
         outs.append(y)
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])
-    torch.testing.assert_close(outs[0], torch.exp(x) * 0.5, rtol=1e-5, atol=0)
+    torch.testing.assert_close(outs[0], torch.sin(x.double()).float() * 0.5, rtol=1e-5, atol=1e-6)

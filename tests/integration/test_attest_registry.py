@@ -1,4 +1,4 @@
-"""The support image's SBOM and provenance, attached as OCI referrers through the real registry.
+"""The tiny image's SBOM and provenance, attached as OCI referrers through the real registry.
 
 docker-registry 2.8 has no referrers API, so push falls back to the tag schema
 (`sha256-<hex>` index) and pull discovers them there; the image digest stays the
@@ -21,13 +21,11 @@ from hermetic.oci import referrers
 from hermetic.oci.layout import MT_INDEX, MT_MANIFEST, Layout, pick_root
 from schemas import cyclonedx
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
-def image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("attest") / "llvm-support"
-    proc = hermetic("image", "llvm", "--record", str(support_install), "--output", str(out))
+def image(tiny_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("attest") / "tiny-support"
+    proc = hermetic("image", "llvm", "--record", str(tiny_install), "--output", str(out))
     assert "sbom sha256:" in proc.stderr and "provenance sha256:" in proc.stderr, proc.stderr
     assert "build-record sha256:" in proc.stderr, proc.stderr
     return out
@@ -37,8 +35,8 @@ def _payloads(layout: Path) -> dict[str, Any]:
     return {r.kind: json.loads(r.read()) for r in referrers.referrers(Layout(layout))}
 
 
-def test_image_sbom_and_provenance_of_the_real_build(image: Path, support_install: Path) -> None:
-    rec = json.loads(support_install.read_text())
+def test_image_sbom_and_provenance_of_the_real_build(image: Path, tiny_install: Path) -> None:
+    rec = json.loads(tiny_install.read_text())
     digest = pick_root(Layout(image)).digest
     docs = _payloads(image)
     bom, st = docs["sbom"], docs["provenance"]
@@ -58,7 +56,6 @@ def test_image_sbom_and_provenance_of_the_real_build(image: Path, support_instal
         assert tools.pop("ziglang")["hashes"] == [{"alg": "SHA-256", "content": pinned["sha256"]}]
     assert set(tools) == {"cc", "cxx", "cmake", "ninja", "conan", "python"}
     assert all(c["version"][0].isdigit() for c in tools.values()), tools
-    assert {lic["expression"] for lic in tree["licenses"]} == {"Apache-2.0 WITH LLVM-exception"}
 
     assert provenance.check_statement(st) == []
     assert provenance.subject_sha256s(st) == [digest.removeprefix("sha256:")]
@@ -70,25 +67,25 @@ def test_image_sbom_and_provenance_of_the_real_build(image: Path, support_instal
 
 
 def test_attestations_round_trip_through_the_registry(
-    image: Path, registry: Any, tmp_path: Path, support_install: Path
+    image: Path, registry: Any, tmp_path: Path, tiny_install: Path
 ) -> None:
-    support_record = support_install
-    repo = "attest/llvm-support-19.1.7"
-    ref = f"{registry.host}/{repo}:19.1.7"
+    tiny_record = tiny_install
+    repo = "attest/tiny-support-1.0.0"
+    ref = f"{registry.host}/{repo}:1.0.0"
     digest = pick_root(Layout(image)).digest
     pushed = hermetic("push", str(image), ref, "--insecure")
     lines = pushed.stdout.splitlines()
     assert lines[0] == f"{ref} {digest}"
     assert len([x for x in lines if x.endswith(f"-> {digest} (tag-schema)")]) == 3, pushed.stdout
     # the tag substituting machines find it by (tests/integration/test_substitute_registry.py)
-    inputs_tag = substitute.inputs_tag(json.loads(support_record.read_text())["inputs_digest"])
+    inputs_tag = substitute.inputs_tag(json.loads(tiny_record.read_text())["inputs_digest"])
     assert lines[-1] == f"{registry.host}/{repo}:{inputs_tag} {digest} (inputs tag, for --substitute)"
 
     # the registry has no referrers API: the index lives under the fallback tag
     status, _, _ = registry.get(f"/v2/{repo}/referrers/{digest}")
     assert status == 404
     fallback = "sha256-" + digest.removeprefix("sha256:")
-    assert sorted(registry.tags(repo)) == sorted(["19.1.7", fallback, inputs_tag])
+    assert sorted(registry.tags(repo)) == sorted(["1.0.0", fallback, inputs_tag])
     status, body, headers = registry.get(f"/v2/{repo}/manifests/{fallback}", accept=MT_INDEX)
     index = json.loads(body)
     assert status == 200 and index["mediaType"] == MT_INDEX
@@ -99,7 +96,7 @@ def test_attestations_round_trip_through_the_registry(
         assert json.loads(body)["subject"]["digest"] == digest
 
     # the image digest did not change, for the registry and for skopeo
-    status, body, headers = registry.get(f"/v2/{repo}/manifests/19.1.7", accept=MT_MANIFEST)
+    status, body, headers = registry.get(f"/v2/{repo}/manifests/1.0.0", accept=MT_MANIFEST)
     assert headers.get("Docker-Content-Digest") == digest
     if shutil.which("skopeo") is None:
         pytest.fail("skopeo is missing: install Debian's skopeo package (.ci/setup does)")
@@ -122,12 +119,12 @@ def test_attestations_round_trip_through_the_registry(
     assert {k: v["status"] for k, v in report["attestations"].items()} == {
         "sbom": "matches", "provenance": "matches", "build-record": "matches"}
 
-    unpacked = tmp_path / "opt" / "llvm"
+    unpacked = tmp_path / "opt" / "tiny"
     hermetic("pull", ref, "--unpack", str(unpacked), "--insecure", "--with-attestations")
-    side = unpacked.with_name("llvm.attestations")
+    side = unpacked.with_name("tiny.attestations")
     assert json.loads((side / "sbom.cdx.json").read_text()) == _payloads(image)["sbom"]
     assert json.loads((side / "provenance.intoto.json").read_text()) == _payloads(image)["provenance"]
-    assert json.loads((side / "record.json").read_text()) == json.loads(support_record.read_text())
+    assert json.loads((side / "record.json").read_text()) == json.loads(tiny_record.read_text())
     assert not (unpacked / "sbom.cdx.json").exists(), "attestations stay out of the image's filesystem"
 
     remote = json.loads(hermetic("inspect", ref, "--insecure", "--json").stdout)
@@ -147,16 +144,16 @@ def test_push_without_attestations(image: Path, registry: Any) -> None:
 
 
 def test_a_multi_platform_index_carries_each_platform_s_attestations(
-    support_install: Path, registry: Any, tmp_path: Path
+    tiny_install: Path, registry: Any, tmp_path: Path
 ) -> None:
     """`image index` keeps each platform image's SBOM and provenance; push publishes them; pull and
     inspect with --platform get that platform's image and its own attestations. (The arm64 entry is
     this machine's tree under an arm64 label: what is tested here is the index, not the cross build,
-    which tests/integration/test_arch_arm64.py covers.)"""
+    which tests/integration/test_oci_platforms.py and tests/functional/test_arch_arm64.py cover.)"""
     layouts = {}
     for arch in ("amd64", "arm64"):
         layouts[arch] = tmp_path / arch
-        hermetic("image", "llvm", "--record", str(support_install), "--arch", arch, "--output", str(layouts[arch]))
+        hermetic("image", "llvm", "--record", str(tiny_install), "--arch", arch, "--output", str(layouts[arch]))
     digests = {arch: pick_root(Layout(path)).digest for arch, path in layouts.items()}
     multi = tmp_path / "multi"
     hermetic("image", "index", str(layouts["arm64"]), str(layouts["amd64"]), "--output", str(multi))
@@ -164,7 +161,7 @@ def test_a_multi_platform_index_carries_each_platform_s_attestations(
         (d, kind) for d in digests.values() for kind in ("sbom", "provenance", "build-record")
     }
 
-    ref = f"{registry.host}/attest/multi:19.1.7"
+    ref = f"{registry.host}/attest/multi:1.0.0"
     pushed = hermetic("push", str(multi), ref, "--insecure").stdout
     for d in digests.values():
         assert len([x for x in pushed.splitlines() if x.endswith(f"-> {d} (tag-schema)")]) == 3, pushed

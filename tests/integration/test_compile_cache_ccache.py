@@ -1,7 +1,8 @@
-"""The shared compile cache with the real ccache, a real redis-server on a Unix socket and real `support` builds.
+"""The shared compile cache with the real ccache, a real redis-server on a Unix socket and real builds of the
+tiny recipe (tests/functional/test_compile_cache_llvm.py shows the same on a real LLVM build).
 
 One cold build fills the cache and a second one in another work directory reads it; both are
-compared with the build made without a cache (`support_install`), so the cache is shown to change
+compared with the build made without a cache (`tiny_install`), so the cache is shown to change
 no digest, and the warm one's record must say it hit. The same cache then serves another user (uid
 64123, no account: setpriv), once refused with what to change while it may not reach the socket; and
 a warm build whose Redis is killed midway must finish with the same tree and a record that says how
@@ -9,7 +10,7 @@ many compiles ran without it. The pinned zig toolchain (wrapper scripts at per-w
 cold/warm pair of its own through a plain directory (file://), whose cache is then poisoned with an
 entry ccache cannot tell from a good one: the next build's tree differs and `hermetic verify` says
 why. What ccache does when Redis dies, with a damaged entry and with a directory it cannot use is
-shown on small compiles through the same generated config, which costs seconds rather than builds.
+shown on small compiles through the same generated config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,69 +29,11 @@ from typing import Any
 
 import pytest
 
-from helpers import OTHER_UID, as_user, hermetic, user_cache, user_dir
+from helpers import OTHER_UID, TINY, as_user, hermetic, user_cache, user_dir
 from hermetic import compile_cache
-
-pytestmark = pytest.mark.integration
+from servers import Redis
 
 ROOT = Path(__file__).resolve().parents[2]
-
-REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-class Redis:
-    """redis-server on a Unix socket only (port 0: no TCP), no persistence; started and stopped by the test."""
-
-    def __init__(self, base: Path) -> None:
-        base.mkdir(parents=True, exist_ok=True)
-        self.base = base
-        self.socket = base / "redis.sock"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis+unix:{self.socket}"
-
-    def start(self) -> None:
-        with open(self.base / "redis.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [REDIS, "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700", "--save", "",
-                 "--appendonly", "no", "--dir", str(self.base)], stdout=log, stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if compile_cache.probe(compile_cache.parse(self.url))[0]:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"redis-server did not answer on {self.socket}: {(self.base / 'redis.log').read_text()}")
-
-    def kill(self) -> None:
-        """SIGKILL: gone at once, as a crashed cache would be."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def command(self, *words: str) -> bytes:
-        """One Redis command, its raw answer (inline protocol: enough for DBSIZE, SAVE, INFO)."""
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(self.socket))
-            s.sendall(" ".join(words).encode() + b"\r\n")
-            data = s.recv(65536)
-            if data.startswith(b"$"):  # a bulk string: read to its announced length
-                size = int(data[1:data.index(b"\r\n")])
-                while len(data) < data.index(b"\r\n") + 2 + size:
-                    data += s.recv(65536)
-            return data
-
-    def keys(self) -> int:
-        return int(self.command("DBSIZE").decode().strip().lstrip(":"))
-
-    def stat(self, name: str) -> int:
-        for line in self.command("INFO", "stats").decode().splitlines():
-            if line.startswith(name + ":"):
-                return int(line.split(":", 1)[1])
-        raise AssertionError(f"no {name} in Redis's INFO stats")
-
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[Redis]:
@@ -184,14 +126,15 @@ def test_a_directory_cache_that_goes_away_is_compiled_around(tmp_path: Path) -> 
 PYTHON_PARTS = (Path(sys.prefix), Path(sys.base_prefix), ROOT)
 
 
-def _as_other(work: Path, url: str, cache: Path, reach: tuple[Path, ...], *more: str) -> subprocess.CompletedProcess[str]:
-    """`hermetic build llvm --variant support --toolchain host` as OTHER_UID, from `work`'s parent."""
-    argv = [os.path.realpath(sys.executable), "-m", "hermetic", "build", "llvm", "--variant", "support", "--toolchain",
+def _as_other(work: Path, url: str, cache: Path, reach: tuple[Path, ...], mirror: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    """`hermetic build llvm` of tiny's `support` with the host compiler, as OTHER_UID, from `work`'s parent."""
+    argv = [os.path.realpath(sys.executable), "-m", "hermetic", "build", "llvm", "--llvm-recipe", str(TINY),
+            "--mirror", str(mirror), "--variant", "support", "--toolchain",
             "host", "--work-dir", str(work), "--cache", str(cache), "--jobs", str(os.cpu_count() or 2), "--offline",
             "auto", "--quiet", "--compile-cache", url, *more]
     env = {"PATH": os.environ["PATH"], "HOME": str(work.parent), "USER": "hermetic-other", "LOGNAME": "hermetic-other",
            "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(as_user(argv, reach=(*PYTHON_PARTS, *reach)), cwd=work.parent, env=env, capture_output=True,
+    return subprocess.run(as_user(argv, reach=(*PYTHON_PARTS, mirror, *reach)), cwd=work.parent, env=env, capture_output=True,
                           text=True)
 
 
@@ -205,7 +148,9 @@ def open_tmp() -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_a_cache_another_user_may_not_use_is_refused_with_what_to_change(open_tmp: Path, redis: Redis) -> None:
+def test_a_cache_another_user_may_not_use_is_refused_with_what_to_change(
+    open_tmp: Path, redis: Redis, tiny_mirror: Path
+) -> None:
     """Refused before anything runs (exit 9, no traceback): a directory above the cache it may not enter, a socket
     it may not write, a directory it may not read or (without |read-only) write."""
     home = user_dir(open_tmp / "other")
@@ -221,44 +166,47 @@ def test_a_cache_another_user_may_not_use_is_refused_with_what_to_change(open_tm
         (f"file://{shared}|read-only", (), f"cannot be read by uid {OTHER_UID}"),
     ]
     for url, reach, says in cases:
-        proc = _as_other(home / "work", url, home / "cache", reach)
+        proc = _as_other(home / "work", url, home / "cache", reach, tiny_mirror)
         assert proc.returncode == 9, (url, proc.returncode, proc.stdout, proc.stderr)
         assert says in proc.stderr and "Traceback" not in proc.stderr and "fix:" in proc.stderr, proc.stderr
         assert not (home / "work").exists()  # refused before anything ran
     shared.chmod(0o755)  # readable now, still root's: hits only, which the URL must say
-    proc = _as_other(home / "work", f"file://{shared}", home / "cache", ())
+    proc = _as_other(home / "work", f"file://{shared}", home / "cache", (), tiny_mirror)
     assert proc.returncode == 9 and "cannot be written" in proc.stderr and "|read-only" in proc.stderr, proc.stderr
 
 
 # -- real builds ------------------------------------------------------------------------------------------
 
 
-def _build(work: Path, source_cache: Path, url: str, toolchain: str) -> tuple[dict[str, Any], float]:
+def _build(work: Path, source_cache: Path, url: str, toolchain: str, tiny: tuple[str, ...]) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
     hermetic(
-        "build", "llvm", "--variant", "support", "--toolchain", toolchain, "--work-dir", str(work), "--cache", str(source_cache),
+        "build", "llvm", *tiny, "--variant", "support", "--toolchain", toolchain, "--work-dir", str(work),
+        "--cache", str(source_cache),
         "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet", "--compile-cache", url,
     )
-    return json.loads((work / "llvm" / "support" / "record.json").read_text()), time.monotonic() - started
+    return json.loads((work / "tiny" / "support" / "record.json").read_text()), time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
-def host_pair(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any], Redis]]:
+def host_pair(
+    tmp_path_factory: pytest.TempPathFactory, source_cache: Path, tiny: tuple[str, ...]
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], Redis]]:
     """A cold host build through a fresh Redis, then a warm one in another work directory; Redis still up."""
     base = tmp_path_factory.mktemp("ccache-host")
     r = Redis(base / "redis")
     r.start()
     try:
-        cold, _ = _build(base / "one" / "work", source_cache, r.url, "host")
-        warm, _ = _build(base / "other" / "place" / "work", source_cache, r.url, "host")
+        cold, _ = _build(base / "one" / "work", source_cache, r.url, "host", tiny)
+        warm, _ = _build(base / "other" / "place" / "work", source_cache, r.url, "host", tiny)
         yield cold, warm, r
     finally:
         r.kill()
 
 
-def test_a_build_through_the_cache_has_the_tree_of_one_without(host_pair: Any, support_install: Path) -> None:
+def test_a_build_through_the_cache_has_the_tree_of_one_without(host_pair: Any, tiny_install: Path) -> None:
     cold, warm, _ = host_pair
-    plain = json.loads(support_install.read_text())
+    plain = json.loads(tiny_install.read_text())
     assert "compile_cache" not in plain
     for rec in (cold, warm):
         assert rec["tree"]["digest"] == plain["tree"]["digest"]
@@ -271,14 +219,14 @@ def test_the_warm_build_in_another_directory_hits_and_says_so(host_pair: Any) ->
     assert c["url"] == w["url"] == redis.url and w["answered"] is True
     assert f"Unix socket {redis.socket}" in w["reachable"] and "no network besides" in w["reachable"]
     assert w["ccache"] == shutil.which("ccache") and w["ccache_version"].startswith("4.")
-    assert c["stats"]["misses"] >= 150 and c["stats"]["hit_rate"] < 0.1
+    assert c["stats"]["misses"] >= 30 and c["stats"]["hit_rate"] < 0.1
     assert w["stats"]["hit_rate"] >= 0.95 and w["stats"]["remote_hits"] == w["stats"]["hits"]
     assert w["stats"]["hits"] >= c["stats"]["misses"] * 0.95 and w["stats"]["remote_errors"] == 0
     assert redis.keys() > 0
 
 
 def test_another_user_hits_from_another_directory_once_it_may_write_the_socket(
-    host_pair: Any, support_install: Path, source_cache: Path, open_tmp: Path
+    host_pair: Any, tiny_install: Path, source_cache: Path, open_tmp: Path, tiny_mirror: Path
 ) -> None:
     """uid 64123 with its own source cache (hard links: root's files, read-only to it), HOME and work dir."""
     _, _, redis = host_pair
@@ -287,41 +235,47 @@ def test_another_user_hits_from_another_directory_once_it_may_write_the_socket(
     sock = redis.socket
     sock.chmod(0o666)  # what `unixsocketperm 666` would have made: any local user may use this cache
     try:
-        proc = _as_other(home / "work", redis.url, cache, (redis.base,))
+        proc = _as_other(home / "work", redis.url, cache, (redis.base,), tiny_mirror)
     finally:
         sock.chmod(0o700)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    rec = json.loads((home / "work" / "llvm" / "support" / "record.json").read_text())
-    assert rec["tree"]["digest"] == json.loads(support_install.read_text())["tree"]["digest"]
+    rec = json.loads((home / "work" / "tiny" / "support" / "record.json").read_text())
+    assert rec["tree"]["digest"] == json.loads(tiny_install.read_text())["tree"]["digest"]
     stats = rec["compile_cache"]["stats"]
-    assert stats["hit_rate"] >= 0.95 and stats["remote_errors"] == 0, rec["compile_cache"]
-    assert (home / "work" / "llvm" / "support" / "install").stat().st_uid == OTHER_UID
+    # every compile of the library hit; the misses are the compiles that name this user's own copies of things:
+    # CMake's compiler checks (ccache sees its copy of CMake's sources, outside the build) of the build and of
+    # the test_package, and the test_package's program (which misses for any user: its dependency file names
+    # the package's headers by paths ccache does not make relative)
+    assert stats["hits"] >= 34 and stats["misses"] <= 4 and stats["remote_errors"] == 0, stats
+    assert (home / "work" / "tiny" / "support" / "install").stat().st_uid == OTHER_UID
 
 
 @pytest.fixture(scope="module")
-def zig_pair(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
+def zig_pair(
+    tmp_path_factory: pytest.TempPathFactory, source_cache: Path, tiny: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """A cold zig build through an empty directory cache, a warm one in another work directory; the cache."""
     base = tmp_path_factory.mktemp("ccache-zig")
     url = f"file://{base / 'shared-cache'}"
-    cold, _ = _build(base / "one", source_cache, url, "zig")
-    warm, _ = _build(base / "two" / "elsewhere", source_cache, url, "zig")
+    cold, _ = _build(base / "one", source_cache, url, "zig", tiny)
+    warm, _ = _build(base / "two" / "elsewhere", source_cache, url, "zig", tiny)
     return cold, warm, base / "shared-cache"
 
 
 def test_the_pinned_toolchain_hits_from_another_directory_through_a_directory_cache(
-    zig_pair: Any, zig_support_install: Path
+    zig_pair: Any, tiny_zig_install: Path
 ) -> None:
     """The zig wrappers are scripts at per-work-dir paths: the key names the toolchain, not them."""
     cold, warm, _ = zig_pair
-    plain = json.loads(zig_support_install.read_text())
+    plain = json.loads(tiny_zig_install.read_text())
     assert cold["tree"]["digest"] == warm["tree"]["digest"] == plain["tree"]["digest"]
-    assert cold["compile_cache"]["stats"]["misses"] >= 150
+    assert cold["compile_cache"]["stats"]["misses"] >= 30
     assert warm["compile_cache"]["stats"]["hit_rate"] >= 0.95, warm["compile_cache"]
 
 
 # -- a poisoned entry: ccache cannot tell it, the tree can ----------------------------------------------
 
-GOOD, BAD = b"LLVM ERROR: ", b"PWNED ERROR:"  # the same length: the object stays a valid one
+GOOD, BAD = b"TINY ERROR: ", b"PWNED ERROR:"  # the same length: the object stays a valid one
 
 
 def forge_entry(entry: Path, work: Path) -> bytes:
@@ -358,10 +312,10 @@ def forge_entry(entry: Path, work: Path) -> bytes:
 
 
 def test_a_poisoned_entry_changes_the_tree_and_verify_says_why(
-    zig_pair: Any, zig_support_install: Path, source_cache: Path, tmp_path: Path
+    zig_pair: Any, tiny_zig_install: Path, source_cache: Path, tmp_path: Path, tiny: tuple[str, ...]
 ) -> None:
     cold, _, store = zig_pair
-    plain = json.loads(zig_support_install.read_text())
+    plain = json.loads(tiny_zig_install.read_text())
     victims = []
     for entry in _entries(store, "result"):
         out = tmp_path / "look" / entry.name
@@ -378,7 +332,7 @@ def test_a_poisoned_entry_changes_the_tree_and_verify_says_why(
         work = tmp_path / "three" / "work"
         # zig's own runtime (libc++, crt) as the cold build made it: only the compile cache is asked
         shutil.copytree(Path(cold["install_root"]).parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
-        poisoned, _ = _build(work, source_cache, f"file://{store}", "zig")
+        poisoned, _ = _build(work, source_cache, f"file://{store}", "zig", tiny)
     finally:
         victims[0].unlink()  # ccache never reads the entry again: the cache is shared by the module
     # ccache served it as a hit, like every other: nothing in its counters tells
@@ -386,18 +340,18 @@ def test_a_poisoned_entry_changes_the_tree_and_verify_says_why(
     assert stats["hit_rate"] >= 0.95 and stats["remote_errors"] == 0 and "note" not in poisoned["compile_cache"]
     assert poisoned["tree"]["digest"] != plain["tree"]["digest"]
     assert poisoned["inputs_digest"] == plain["inputs_digest"]  # the same build, by every input
-    lib = Path(poisoned["install_root"]) / "usr" / "lib64" / "llvm-support-19.1.7" / "lib" / "libLLVMSupport.a"
+    lib = Path(poisoned["install_root"]) / "usr" / "lib64" / "tiny-support-1.0.0" / "lib" / "libTinySupport.a"
     assert BAD in lib.read_bytes()
     rebuild = tmp_path / "rebuild"
-    proc = hermetic("verify", str(work / "llvm" / "support" / "record.json"), "--cache", str(source_cache),
+    proc = hermetic("verify", str(work / "tiny" / "support" / "record.json"), *tiny, "--cache", str(source_cache),
                     "--rebuild-dir", str(rebuild), "--reuse-pruned", "--jobs", str(os.cpu_count() or 2), check=False)
     err = proc.stderr
     assert proc.returncode == 8, (proc.returncode, proc.stdout[-3000:], err[-3000:])
     assert "Traceback" not in err and "error: the rebuild of" in err and "differs: install tree" in err
     assert f"took {stats['hits']} of its {stats['hits'] + stats['misses']} compiles from the compile cache file://{store}" in err
     assert "a wrong entry in that cache" in err and "--no-compile-cache --force" in err, err
-    assert "lib/libLLVMSupport.a" in proc.stdout  # the differing file is named
-    rebuilt = json.loads((rebuild / "work" / "llvm" / "support" / "record.json").read_text())
+    assert "lib/libTinySupport.a" in proc.stdout  # the differing file is named
+    rebuilt = json.loads((rebuild / "work" / "tiny" / "support" / "record.json").read_text())
     assert rebuilt["tree"]["digest"] == plain["tree"]["digest"]  # without the cache: the clean tree
 
 
@@ -405,10 +359,10 @@ def test_a_poisoned_entry_changes_the_tree_and_verify_says_why(
 
 
 def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran_without_it(
-    host_pair: Any, support_install: Path, source_cache: Path, tmp_path: Path
+    host_pair: Any, tiny_install: Path, source_cache: Path, tmp_path: Path, tiny: tuple[str, ...]
 ) -> None:
     """A warm build whose Redis is SIGKILLed once it has served about two thirds of the build's reads (the rest
-    compile here: a third of a cold build's time)."""
+    compile here)."""
     _, warm, redis = host_pair
     redis.command("SAVE")  # the module's Redis comes back with its entries afterwards (dump.rdb in its --dir)
     reads = warm["compile_cache"]["stats"]["hits"] * 2  # a direct hit reads a manifest and a result
@@ -417,7 +371,7 @@ def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran
     done = threading.Event()
 
     def kill_midway() -> None:
-        while not done.wait(0.2):
+        while not done.wait(0.01):  # a warm tiny build's compiles take about a second
             try:
                 if redis.stat("keyspace_hits") - start >= reads * 2 // 3:
                     redis.kill()
@@ -429,18 +383,18 @@ def test_a_cache_killed_mid_build_changes_nothing_and_the_record_counts_what_ran
     watcher = threading.Thread(target=kill_midway, daemon=True)
     watcher.start()
     try:
-        rec, _ = _build(tmp_path / "dies" / "work", source_cache, redis.url, "host")
+        rec, _ = _build(tmp_path / "dies" / "work", source_cache, redis.url, "host", tiny)
     finally:
         done.set()
         watcher.join()
         if not redis.proc or redis.proc.poll() is not None:
             redis.start()
     assert killed, "the build finished before Redis was killed"
-    assert rec["tree"]["digest"] == json.loads(support_install.read_text())["tree"]["digest"]
+    assert rec["tree"]["digest"] == json.loads(tiny_install.read_text())["tree"]["digest"]
     use = rec["compile_cache"]
     stats = use["stats"]
     # ccache's own count: one remote storage error per compile that found Redis gone, each compiled here
-    assert use["answered"] is True and stats["hits"] >= 60 and stats["remote_errors"] >= 20, use
+    assert use["answered"] is True and stats["hits"] >= 10 and stats["remote_errors"] >= 5, use
     assert stats["misses"] >= stats["remote_errors"] - 2, use  # give or take compiles in flight at the kill
     assert use["note"].startswith(f"the cache failed during the build: ccache counted {stats['remote_errors']} remote storage errors")
     assert redis.keys() > 0  # back, with what the cold build stored

@@ -1,10 +1,11 @@
-"""Distributed compilation with the real distcc: distccd daemons on 127.0.0.2, .3, .4 and a real `support` build.
+"""Distributed compilation with the real distcc: distccd daemons on 127.0.0.2, .3, .4 and a real build of the
+tiny recipe (tests/functional/ spreads a real LLVM build too).
 
 The daemons run the compilers `hermetic toolchain compile-host` set up (the pinned zig toolchain under
-its identity-named wrappers). One zig `support` build is spread over three of them; one daemon is
+its identity-named wrappers). One zig build of tiny's `support` is spread over three of them; one daemon is
 killed once it has compiled two files (distcc sends what it had to the other hosts), and the other
-two once they have compiled 60 together (the rest compile here). The tree must still be the one
-`zig_support_install` built locally, the record must say what each host compiled (as their own
+two once they have compiled 15 together (the rest compile here). The tree must still be the one
+`tiny_zig_install` built locally, the record must say what each host compiled (as their own
 statistics count), what failed and went elsewhere or fell back here, and name exactly the hosts
 the build could reach.
 A daemon without the compiler is shown, on one small file, to get nothing built wrongly: distcc
@@ -16,11 +17,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,66 +27,9 @@ import pytest
 
 from helpers import hermetic
 from hermetic import compile_cache, distribute, toolchain
-
-pytestmark = pytest.mark.integration
+from servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return int(s.getsockname()[1])
-
-
-class Distccd:
-    """One distccd on a loopback address, statistics on; started and killed by the test."""
-
-    def __init__(self, addr: str, base: Path, bin_dir: Path | None, slots: int = 2) -> None:
-        self.addr, self.slots = addr, slots
-        self.port, self.stats_port = _free_port(addr), _free_port(addr)
-        self.log = base / f"distccd-{addr}.log"
-        path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
-        # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
-        # namespace of its own it is uid 65534 there and keeps the file access of the user who started it.
-        userns = ["unshare", "--user"] if os.geteuid() == 0 else []
-        self.proc = subprocess.Popen(
-            [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(self.port),
-             "--allow", "127.0.0.0/8", "--jobs", str(slots), "--log-file", str(self.log), "--log-level", "info",
-             "--enable-tcp-insecure", "--stats", "--stats-port", str(self.stats_port)],
-            env={**os.environ, "PATH": path}, start_new_session=True,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((addr, self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        self.kill()
-        raise AssertionError(f"distccd on {addr}:{self.port} did not start: {self.log.read_text() if self.log.exists() else ''}")
-
-    @property
-    def spec(self) -> str:
-        return f"{self.addr}:{self.port}/{self.slots}"
-
-    def compiled(self) -> int:
-        """distccd's own count of finished compiles (its statistics page)."""
-        with socket.create_connection((self.addr, self.stats_port), timeout=5) as s:
-            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            data = b""
-            while chunk := s.recv(65536):
-                data += chunk
-        for line in data.decode(errors="replace").splitlines():
-            if line.startswith("dcc_compile_ok "):
-                return int(line.split()[1])
-        raise AssertionError(f"no dcc_compile_ok in distccd's statistics: {data[:500]!r}")
-
-    def kill(self) -> None:
-        """SIGKILL to the daemon and its preforked children: gone at once, as a crashed host would be."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(20)
 
 
 @pytest.fixture(scope="module")
@@ -217,27 +158,28 @@ def test_a_cross_compile_goes_to_a_host_set_up_for_the_target(tmp_path: Path, co
 
 @pytest.fixture(scope="module")
 def spread_build(
-    tmp_path_factory: pytest.TempPathFactory, compile_host: Path, source_cache: Path, zig_support_install: Path
+    tmp_path_factory: pytest.TempPathFactory, compile_host: Path, source_cache: Path, tiny_zig_install: Path,
+    tiny: tuple[str, ...],
 ) -> Iterator[tuple[dict[str, Any], list[Distccd], int]]:
     base = tmp_path_factory.mktemp("distributed")
     work = base / "work"
-    # zig's own runtime (libc++, crt) built by the local build, so only LLVM's compiles are left to spread
-    if (zig_support_install.parents[2] / "zig-cache").is_dir():
-        shutil.copytree(zig_support_install.parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
+    # zig's own runtime (libc++, crt) built by the local build, so only tiny's compiles are left to spread
+    if (tiny_zig_install.parents[2] / "zig-cache").is_dir():
+        shutil.copytree(tiny_zig_install.parents[2] / "zig-cache", work / "zig-cache", symlinks=True)
     daemons = [Distccd("127.0.0.2", base, compile_host), Distccd("127.0.0.3", base, compile_host),
                Distccd("127.0.0.4", base, compile_host, slots=1)]
-    # what each daemon had compiled when it was killed: the third after 2, then the others after 60 together
+    # what each daemon had compiled when it was killed: the third after 2, then the others after 15 together
     killed: dict[str, int] = {}
     done = threading.Event()
 
     def kill_when_busy() -> None:
         first, rest = daemons[2], daemons[:2]
-        while not done.wait(0.3):
+        while not done.wait(0.02):  # tiny's compiles take a fraction of a second each
             try:
                 if not killed and first.compiled() >= 2:
                     killed[first.addr] = first.compiled()
                     first.kill()
-                elif killed and sum(counts := [d.compiled() for d in rest]) >= 60:
+                elif killed and sum(counts := [d.compiled() for d in rest]) >= 15:
                     for d, n in zip(rest, counts, strict=True):
                         killed[d.addr] = n
                         d.kill()
@@ -249,22 +191,22 @@ def spread_build(
     watcher.start()
     try:
         hermetic(
-            "build", "llvm", "--variant", "support", "--toolchain", "zig", "--work-dir", str(work), "--cache",
+            "build", "llvm", *tiny, "--variant", "support", "--toolchain", "zig", "--work-dir", str(work), "--cache",
             str(source_cache), "--jobs", str(os.cpu_count() or 2), "--offline", "auto", "--quiet",
             "--distribute", ",".join(d.spec for d in daemons),
         )
         done.set()
         watcher.join()
-        yield json.loads((work / "llvm" / "support" / "record.json").read_text()), daemons, killed
+        yield json.loads((work / "tiny" / "support" / "record.json").read_text()), daemons, killed
     finally:
         done.set()
         for d in daemons:
             d.kill()
 
 
-def test_a_distributed_build_has_the_tree_of_a_local_one(spread_build: Any, zig_support_install: Path) -> None:
+def test_a_distributed_build_has_the_tree_of_a_local_one(spread_build: Any, tiny_zig_install: Path) -> None:
     rec, _, _ = spread_build
-    plain = json.loads(zig_support_install.read_text())
+    plain = json.loads(tiny_zig_install.read_text())
     assert "distributed" not in plain
     assert rec["tree"]["digest"] == plain["tree"]["digest"]
     assert rec["inputs_digest"] == plain["inputs_digest"]  # so substitution and verify match either way
@@ -279,7 +221,7 @@ def test_the_hosts_compiled_and_the_record_counts_it_as_they_do(spread_build: An
         # as its statistics counted just before the kill: give or take the jobs of its slots (finished between
         # the count and the kill, or finished with their answers never sent)
         assert abs(h["compiles"] - killed[daemon.addr]) <= daemon.slots and h["compiles"] >= 1, (h, killed, daemon.log)
-    assert d["remote"] == sum(h["compiles"] for h in d["hosts"]) >= 60
+    assert d["remote"] == sum(h["compiles"] for h in d["hosts"]) >= 15
     assert d["jobs"] == (os.cpu_count() or 2) + 5 == rec["jobs"]
     assert d["compilers"] == [distribute.compiler_name(toolchain.for_root(ROOT), lang) for lang in ("cc", "c++")]
 
@@ -298,9 +240,9 @@ def test_hosts_that_die_mid_build_are_compiled_around_and_the_record_says_so(spr
     assert (d["rerouted"] >= 1) == ("on another host" in d["note"]), d["note"]
     # then none was left: the rest compiled here
     assert d["fallbacks"] >= 1 and "fell back to this machine" in d["note"]
-    # 179 compiles go through distcc (178 of LLVM's and the test_package's main.cpp): CMake's configure compiles,
+    # 35 compiles go through distcc (34 of tiny's and the test_package's main.cpp): CMake's configure compiles,
     # its compiler ABI detection included, never do
-    assert d["local"] >= d["fallbacks"] and d["remote"] + d["local"] >= 177
+    assert d["local"] >= d["fallbacks"] and d["remote"] + d["local"] >= 35
 
 
 def test_no_configure_compile_went_to_a_host(spread_build: Any) -> None:

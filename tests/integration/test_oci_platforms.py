@@ -1,9 +1,9 @@
 """Consumers pick their platform from a multi-platform index in the real registry.
 
-The index holds the real amd64 `support` build (host toolchain) and the real arm64 one (cross-built with
-zig), written, merged and pushed with the CLI as a user would. `buildah bud --platform linux/ARCH` with a
+The index holds the tiny recipe's amd64 build (host toolchain) and its arm64 one (cross-built with zig, its
+test_package run under qemu), written, merged and pushed with the CLI as a user would. `buildah bud --platform linux/ARCH` with a
 COPY --from=<the index> and `hermetic pull --platform linux/ARCH` must each get that platform's tree,
-which the ELF machine of an object in libLLVMSupport.a tells apart.
+which the ELF machine of an object in libTinySupport.a tells apart.
 
 A FROM scratch build with COPY only runs nothing of the other architecture, so buildah needs no qemu for it.
 """
@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_oci_registry import buildah_copy_from, buildah_store, prefix_of
+from test_oci_registry import prefix_of
 
+from buildah import buildah_copy_from, buildah_store
 from helpers import hermetic
 from hermetic.oci.unpack import verify_tree
 from hermetic.record import load_build_record
-
-pytestmark = pytest.mark.integration
 
 ARCHES = ("amd64", "arm64")
 ELF_MACHINE = {"amd64": 62, "arm64": 183}  # EM_X86_64, EM_AARCH64
@@ -48,8 +47,8 @@ def records(request: pytest.FixtureRequest) -> dict[str, Path]:
     if platform.machine() != "x86_64":
         pytest.skip("the arm64 build is cross-built from x86_64, and the amd64 one is this machine's host build")
     found = {
-        "amd64": request.getfixturevalue("support_install"),
-        "arm64": request.getfixturevalue("arm64_support_install"),
+        "amd64": request.getfixturevalue("tiny_install"),
+        "arm64": request.getfixturevalue("tiny_arm64_install"),
     }
     digests = {arch: load_build_record(path).tree.digest for arch, path in found.items()}
     assert digests["amd64"] != digests["arm64"], "the two builds gave one tree: nothing to tell the platforms apart by"
@@ -63,7 +62,7 @@ def index_ref(records: dict[str, Path], registry: Any, tmp_path_factory: pytest.
     for arch, record in records.items():
         hermetic("image", "llvm", "--record", str(record), "--output", str(base / arch))
     hermetic("image", "index", *(str(base / arch) for arch in ARCHES), "--output", str(base / "multi"))
-    ref = f"{registry.host}/platforms/llvm-support-19.1.7:19.1.7"
+    ref = f"{registry.host}/platforms/tiny-support-1.0.0:1.0.0"
     hermetic("push", str(base / "multi"), ref, "--insecure")
     return ref
 
@@ -71,7 +70,7 @@ def index_ref(records: dict[str, Path], registry: Any, tmp_path_factory: pytest.
 def check_tree(root: Path, arch: str, records: dict[str, Path]) -> None:
     """root (a rootfs) holds exactly the arch build's tree, with objects for that machine."""
     assert verify_tree(root, records[arch]) == [], f"not the {arch} tree"
-    lib = root / prefix_of(load_build_record(records[arch])) / "lib" / "libLLVMSupport.a"
+    lib = root / prefix_of(load_build_record(records[arch])) / "lib" / "libTinySupport.a"
     assert first_object_machine(lib) == ELF_MACHINE[arch]
 
 

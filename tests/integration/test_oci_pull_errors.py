@@ -19,7 +19,6 @@ from hermetic.oci.transfer import push_layout
 
 Registry = Any  # the fixture class in conftest.py
 
-pytestmark = pytest.mark.integration
 
 
 def tiny_amd64_image(path: Path) -> Layout:

@@ -1,15 +1,14 @@
-"""Push, pull, skopeo, buildah and failure injection against a real docker-registry."""
+"""Push, pull, skopeo, buildah and failure injection against a real docker-registry, with the tiny recipe's `full`
+image (its 1.5 MB data file makes a layer uploaded in several chunks, which the mid-push failures cut)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import http.server
 import json
 import shutil
 import socketserver
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from buildah import buildah_copy_from, buildah_store, run
 from hermetic.cli import oci as oci_cli
 from hermetic.cli.common import common_parsers
 from hermetic.errors import RegistryError, VerifyError
@@ -30,18 +30,16 @@ from hermetic.settings import Settings
 
 Registry = Any  # the fixture class in conftest.py
 
-pytestmark = pytest.mark.integration
+
+@pytest.fixture(scope="session")
+def record(tiny_full_install: Path) -> BuildRecord:
+    return load_build_record(tiny_full_install)
 
 
 @pytest.fixture(scope="session")
-def record(support_install: Path) -> BuildRecord:
-    return load_build_record(support_install)
-
-
-@pytest.fixture(scope="session")
-def image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def image(tiny_full_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_image(
-        spec_from_record(support_install, arch="amd64"), tmp_path_factory.mktemp("img") / "layout"
+        spec_from_record(tiny_full_install, arch="amd64"), tmp_path_factory.mktemp("img") / "layout"
     ).layout
 
 
@@ -75,45 +73,6 @@ def _close_clients() -> Iterator[None]:
         _CLIENTS.pop().close()
 
 
-def run(*argv: str) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-@contextlib.contextmanager
-def buildah_store(base: Path) -> Iterator[list[str]]:
-    """buildah's options for a store of the test's own under base (vfs, as root); emptied afterwards."""
-    if shutil.which("buildah") is None:
-        pytest.fail("buildah is missing: install Debian's buildah package (.ci/run does)")
-    store = ["--root", str(base / "storage"), "--runroot", str(base / "run"), "--storage-driver", "vfs"]
-    try:
-        yield store
-    finally:
-        subprocess.run(["buildah", *store, "rm", "--all"], capture_output=True, timeout=120)
-        subprocess.run(["buildah", *store, "rmi", "--all", "--force"], capture_output=True, timeout=120)
-
-
-def buildah_mount(store: list[str], image: str) -> Path:
-    """The root filesystem of a working container of image, mounted."""
-    ctr = run("buildah", *store, "from", image).strip()
-    return Path(run("buildah", *store, "mount", ctr).strip())
-
-
-def buildah_copy_from(store: list[str], ref: str, prefix: str, ctx: Path, tag: str, *bud: str) -> Path:
-    """`buildah bud` (with the extra options bud) of a FROM scratch image that takes prefix from the registry
-    image ref, in the same COPY --from=${LLVM_IMAGE} form as containers/wheel.Containerfile; the result, mounted."""
-    ctx.mkdir(parents=True)
-    (ctx / "Containerfile").write_text(
-        f"ARG LLVM_IMAGE\nFROM scratch\nARG LLVM_IMAGE\nCOPY --from=${{LLVM_IMAGE}} {prefix} {prefix}\n"
-    )
-    run(
-        "buildah", *store, "bud", "--isolation", "chroot", "--tls-verify=false", *bud,
-        "--build-arg", f"LLVM_IMAGE={ref}", "-t", tag, "-f", str(ctx / "Containerfile"), str(ctx),
-    )  # fmt: skip
-    return buildah_mount(store, tag)
-
-
 def all_blobs_present(reg: Registry, repo: str, tag: str) -> bool:
     status, body, _ = reg.get(f"/v2/{repo}/manifests/{tag}", accept="application/vnd.oci.image.manifest.v1+json")
     assert status == 200
@@ -121,13 +80,13 @@ def all_blobs_present(reg: Registry, repo: str, tag: str) -> bool:
     return all(reg.get(f"/v2/{repo}/blobs/{d['digest']}")[0] == 200 for d in [manifest["config"], *manifest["layers"]])
 
 
-def test_image_digest_is_stable_across_directories(support_install: Path, image: Path, tmp_path: Path) -> None:
-    again = write_image(spec_from_record(support_install, arch="amd64"), tmp_path / "elsewhere" / "x")
+def test_image_digest_is_stable_across_directories(tiny_full_install: Path, image: Path, tmp_path: Path) -> None:
+    again = write_image(spec_from_record(tiny_full_install, arch="amd64"), tmp_path / "elsewhere" / "x")
     assert Layout(image).index()[0].digest == again.manifest.digest
 
 
 def test_push_then_skopeo_inspect_and_copy(registry: Registry, image: Path, tmp_path: Path) -> None:
-    ref = parse_reference(f"{registry.host}/llvm-support-19.1.7:19.1.7")
+    ref = parse_reference(f"{registry.host}/tiny-full-1.0.0:1.0.0")
     client = client_for(registry)
     result = push_layout(client, Layout(image), ref, chunk_size=1 << 20)
     local = Layout(image).index()[0]
@@ -136,7 +95,7 @@ def test_push_then_skopeo_inspect_and_copy(registry: Registry, image: Path, tmp_
 
     info = json.loads(run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}"))
     assert info["Digest"] == local.digest
-    assert info["Labels"]["io.hermetic.variant"] == "support"
+    assert info["Labels"]["io.hermetic.variant"] == "full"
     raw = run("skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}").encode()
     assert raw == Layout(image).read_blob(local)
 
@@ -163,7 +122,7 @@ def test_cross_repository_mount(registry: Registry, image: Path) -> None:
 
 
 def test_pull_unpack_equals_install_tree(
-    registry: Registry, image: Path, support_install: Path, record: BuildRecord, tmp_path: Path
+    registry: Registry, image: Path, tiny_full_install: Path, record: BuildRecord, tmp_path: Path
 ) -> None:
     ref = parse_reference(f"{registry.host}/pull/llvm:1")
     push_layout(client_for(registry), Layout(image), ref, chunk_size=512 << 10)
@@ -172,12 +131,12 @@ def test_pull_unpack_equals_install_tree(
     assert desc.digest == Layout(image).index()[0].digest
     dest = tmp_path / "root"
     unpack_layout(Layout(layout_dir), dest)
-    assert verify_tree(dest, support_install) == []
+    assert verify_tree(dest, tiny_full_install) == []
     assert tree_digest_of(dest, record) == record.tree.digest
 
 
 def test_cli_pull_unpack_and_verify_tree(
-    registry: Registry, image: Path, support_install: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    registry: Registry, image: Path, tiny_full_install: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
     oci_cli.register(parser.add_subparsers(), common_parsers())
@@ -186,19 +145,19 @@ def test_cli_pull_unpack_and_verify_tree(
     for argv in (
         ["push", str(image), ref, "--insecure", "--chunk-size", "1M"],
         ["pull", ref, "--unpack", str(tmp_path / "u"), "--insecure"],
-        ["verify-tree", str(tmp_path / "u"), "--record", str(support_install)],
+        ["verify-tree", str(tmp_path / "u"), "--record", str(tiny_full_install)],
     ):
         args = parser.parse_args(argv)
         assert args.func(args, settings) == 0
     assert not list(tmp_path.glob(".u.*"))
-    (tmp_path / "u" / prefix_of(load_build_record(support_install)) / "extra").write_text("x")
-    args = parser.parse_args(["verify-tree", str(tmp_path / "u"), "--record", str(support_install)])
+    (tmp_path / "u" / prefix_of(load_build_record(tiny_full_install)) / "extra").write_text("x")
+    args = parser.parse_args(["verify-tree", str(tmp_path / "u"), "--record", str(tiny_full_install)])
     with pytest.raises(VerifyError, match="differs"):
         args.func(args, settings)
 
 
 def test_buildah_copy_from_registry_image(registry: Registry, image: Path, record: BuildRecord, tmp_path: Path) -> None:
-    ref = f"{registry.host}/llvm-support-19.1.7:buildah"
+    ref = f"{registry.host}/tiny-full-1.0.0:buildah"
     push_layout(client_for(registry), Layout(image), parse_reference(ref))
     with buildah_store(tmp_path) as store:
         mnt = buildah_copy_from(store, ref, "/" + prefix_of(record), tmp_path / "ctx", "localhost/consumer")
@@ -345,19 +304,3 @@ def test_tampered_layout_is_refused_before_upload(registry: Registry, image: Pat
         push_layout(client_for(registry), layout, parse_reference(f"{registry.host}/tampered/llvm:1"))
     assert registry.tags("tampered/llvm") == []
     assert registry.get(f"/v2/tampered/llvm/blobs/{layer.digest}")[0] == 404
-
-
-def test_llvm_containerfile_copies_the_same_tree(
-    support_install: Path, record: BuildRecord, image: Path, tmp_path: Path
-) -> None:
-    """containers/llvm.Containerfile gives the same tree, but (as it documents) not our digest."""
-    root = Path(__file__).resolve().parents[2]
-    with buildah_store(tmp_path) as store:
-        run(
-            "buildah", *store, "bud", "--isolation", "chroot", "--build-arg", f"VARIANT={record.variant}",
-            "-t", "localhost/llvm", "-f", str(root / "containers/llvm.Containerfile"), str(record.install_root),
-        )  # fmt: skip
-        assert tree_digest_of(buildah_mount(store, "localhost/llvm"), record) == record.tree.digest
-        out = tmp_path / "oci"
-        run("buildah", *store, "push", "localhost/llvm", f"oci:{out}:llvm")
-        assert Layout(out).index()[0].digest != Layout(image).index()[0].digest

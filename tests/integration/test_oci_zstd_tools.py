@@ -1,4 +1,4 @@
-"""zstd images of the real `support` build: the real registry, and which of Debian 12's tools read them.
+"""zstd images of the tiny recipe's `full` build: the real registry, and which of Debian 12's tools read them.
 
 Debian 12 (bookworm) ships buildah 1.28 and skopeo 1.9 (containers/image, which
 decodes zstd layers) and umoci 0.4.7, which refuses any layer media type but
@@ -29,27 +29,26 @@ from hermetic.record import BuildRecord, load_build_record
 
 Registry = Any  # the fixture class in conftest.py
 
-pytestmark = pytest.mark.integration
 
-TAG = "llvm-support-19.1.7-linux-amd64"  # the layout's ref name
-
-
-@pytest.fixture(scope="session")
-def record(support_install: Path) -> BuildRecord:
-    return load_build_record(support_install)
+TAG = "tiny-full-1.0.0-linux-amd64"  # the layout's ref name
 
 
 @pytest.fixture(scope="session")
-def zstd_image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> ImageResult:
+def record(tiny_full_install: Path) -> BuildRecord:
+    return load_build_record(tiny_full_install)
+
+
+@pytest.fixture(scope="session")
+def zstd_image(tiny_full_install: Path, tmp_path_factory: pytest.TempPathFactory) -> ImageResult:
     return write_image(
-        spec_from_record(support_install, arch="amd64"), tmp_path_factory.mktemp("zimg") / "zstd", "zstd"
+        spec_from_record(tiny_full_install, arch="amd64"), tmp_path_factory.mktemp("zimg") / "zstd", "zstd"
     )
 
 
 @pytest.fixture(scope="session")
-def gzip_image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> ImageResult:
+def gzip_image(tiny_full_install: Path, tmp_path_factory: pytest.TempPathFactory) -> ImageResult:
     return write_image(
-        spec_from_record(support_install, arch="amd64"), tmp_path_factory.mktemp("gimg") / "gzip", "gzip"
+        spec_from_record(tiny_full_install, arch="amd64"), tmp_path_factory.mktemp("gimg") / "gzip", "gzip"
     )
 
 
@@ -74,9 +73,9 @@ def push(reg: Registry, image: ImageResult, ref_text: str) -> str:
 
 
 def test_zstd_image_is_stable_and_shares_diff_ids_with_gzip(
-    support_install: Path, zstd_image: ImageResult, gzip_image: ImageResult, tmp_path: Path
+    tiny_full_install: Path, zstd_image: ImageResult, gzip_image: ImageResult, tmp_path: Path
 ) -> None:
-    again = write_image(spec_from_record(support_install, arch="amd64"), tmp_path / "elsewhere" / "z", "zstd")
+    again = write_image(spec_from_record(tiny_full_install, arch="amd64"), tmp_path / "elsewhere" / "z", "zstd")
     assert again.manifest.digest == zstd_image.manifest.digest and again.layer.digest == zstd_image.layer.digest
     assert zstd_image.layer.diff_id == gzip_image.layer.diff_id
     assert config_of(zstd_image.layout) == config_of(gzip_image.layout)
@@ -86,21 +85,21 @@ def test_zstd_image_is_stable_and_shares_diff_ids_with_gzip(
 
 
 def test_push_pull_unpack_zstd_equals_install_tree(
-    registry: Registry, zstd_image: ImageResult, support_install: Path, record: BuildRecord, tmp_path: Path
+    registry: Registry, zstd_image: ImageResult, tiny_full_install: Path, record: BuildRecord, tmp_path: Path
 ) -> None:
-    ref = f"{registry.host}/zstd/llvm:pull"
+    ref = f"{registry.host}/zstd/tiny:pull"
     assert push(registry, zstd_image, ref) == zstd_image.manifest.digest
     with RegistryClient(registry.host, insecure=True) as client:
         desc = pull_layout(client, parse_reference(ref), tmp_path / "pulled")  # checks digests and diff_ids
     assert desc.digest == zstd_image.manifest.digest
     unpack_layout(Layout(tmp_path / "pulled"), tmp_path / "root")
-    assert verify_tree(tmp_path / "root", support_install) == []
+    assert verify_tree(tmp_path / "root", tiny_full_install) == []
     assert tree_digest_of(tmp_path / "root", record) == record.tree.digest
 
 
 def test_skopeo_reads_the_zstd_image(registry: Registry, zstd_image: ImageResult, tmp_path: Path) -> None:
     need("skopeo")
-    ref = f"{registry.host}/zstd/llvm:skopeo"
+    ref = f"{registry.host}/zstd/tiny:skopeo"
     push(registry, zstd_image, ref)
     info = json.loads(run("skopeo", "inspect", "--tls-verify=false", f"docker://{ref}"))
     assert info["Digest"] == zstd_image.manifest.digest
@@ -130,7 +129,7 @@ def test_skopeo_reads_the_zstd_image(registry: Registry, zstd_image: ImageResult
 def test_buildah_copies_from_the_zstd_image(
     registry: Registry, zstd_image: ImageResult, record: BuildRecord, tmp_path: Path
 ) -> None:
-    ref = f"{registry.host}/zstd/llvm:buildah"
+    ref = f"{registry.host}/zstd/tiny:buildah"
     push(registry, zstd_image, ref)
     with buildah_store(tmp_path) as store:
         mnt = buildah_copy_from(store, ref, "/" + prefix_of(record), tmp_path / "ctx", "localhost/zstd-consumer")

@@ -1,8 +1,8 @@
-"""Substitution through the real docker-registry, with a real `support` build.
+"""Substitution through the real docker-registry, with a real build of the tiny recipe.
 
 One machine builds and pushes; "another machine" (a fresh work directory, an empty cache, another
 current directory, downloads off) substitutes it. Refusals must not cost a 20-minute build: the
-refusing machine has an empty source cache and `--no-urls --no-apt`, so the build it falls back
+refusing machine has an empty source cache, no mirror and `--no-urls --no-apt`, so the build it falls back
 to fails at once fetching its source (exit 4), which shows that it was attempted.
 """
 
@@ -15,20 +15,18 @@ from typing import Any
 
 import pytest
 
-from helpers import hermetic
+from helpers import TINY, hermetic
 from hermetic import attest, provenance, substitute
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
-
-pytestmark = pytest.mark.integration
 
 Registry = Any  # the fixture class in conftest.py
 
 
 @pytest.fixture(scope="module")
-def image(support_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("subst") / "llvm-support"
-    hermetic("image", "llvm", "--record", str(support_install), "--output", str(out), "--quiet")
+def image(tiny_install: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("subst") / "tiny-support"
+    hermetic("image", "llvm", "--record", str(tiny_install), "--output", str(out), "--quiet")
     return out
 
 
@@ -41,7 +39,8 @@ def _elsewhere(tmp_path: Path, registry_host: str, repo: str, *extra: str) -> An
     cwd = tmp_path / "m2" / "cwd"
     cwd.mkdir(parents=True)
     return hermetic(
-        "build", "llvm", "--variant", "support", "--toolchain", "host", "--work-dir", str(tmp_path / "m2" / "work"),
+        "build", "llvm", "--llvm-recipe", str(TINY), "--variant", "support", "--toolchain", "host",
+        "--work-dir", str(tmp_path / "m2" / "work"),
         "--cache", str(tmp_path / "m2" / "cache"), "--no-urls", "--no-apt", "--jobs", "2",
         "--substitute", f"http://{registry_host}/{repo}", *extra, cwd=cwd, check=False,
         env={"HOME": str(tmp_path / "m2")},
@@ -53,12 +52,12 @@ def _plan_line(stderr: str, name: str) -> str:
 
 
 def test_a_pushed_build_is_substituted_on_another_machine(
-    image: Path, support_install: Path, registry: Registry, tmp_path: Path
+    image: Path, tiny_install: Path, registry: Registry, tmp_path: Path
 ) -> None:
-    built = json.loads(support_install.read_text())
+    built = json.loads(tiny_install.read_text())
     digest = pick_root(Layout(image)).digest
-    repo = "subst/llvm-support"
-    lines = _push(image, f"{registry.host}/{repo}:19.1.7")
+    repo = "subst/tiny-support"
+    lines = _push(image, f"{registry.host}/{repo}:1.0.0")
     tag = substitute.inputs_tag(built["inputs_digest"])
     assert f"{registry.host}/{repo}:{tag} {digest} (inputs tag, for --substitute)" in lines
     assert len([x for x in lines if x.endswith(f"-> {digest} (tag-schema)")]) == 3, lines
@@ -66,33 +65,33 @@ def test_a_pushed_build_is_substituted_on_another_machine(
 
     proc = _elsewhere(tmp_path, registry.host, repo)
     assert proc.returncode == 0, proc.stderr
-    assert "[pull] build llvm-support" in _plan_line(proc.stderr, "build llvm-support")
-    assert f"{registry.host}/{repo}@{digest}" in _plan_line(proc.stderr, "build llvm-support")
+    assert "[pull] build tiny-support" in _plan_line(proc.stderr, "build tiny-support")
+    assert f"{registry.host}/{repo}@{digest}" in _plan_line(proc.stderr, "build tiny-support")
     for step in ("fetch source", "prune source", "fetch wheelhouse"):
         assert "[skip]" in _plan_line(proc.stderr, step) and "is pulled" in _plan_line(proc.stderr, step)
     shown = json.loads(proc.stdout)
     work = tmp_path / "m2" / "work"
-    rec = json.loads((work / "llvm" / "support" / "record.json").read_text())
+    rec = json.loads((work / "tiny" / "support" / "record.json").read_text())
     assert shown["tree_digest"] == rec["tree"]["digest"] == built["tree"]["digest"]
     assert rec["substituted"] == shown["substituted"] == f"{registry.host}/{repo}@{digest}"
     assert rec["inputs_digest"] == built["inputs_digest"] and "substitute_refused" not in rec
-    assert rec["install_root"] == str(work / "llvm" / "support" / "install")
-    hermetic("verify-tree", str(work / "llvm" / "support" / "install"), "--record", str(support_install))
+    assert rec["install_root"] == str(work / "tiny" / "support" / "install")
+    hermetic("verify-tree", str(work / "tiny" / "support" / "install"), "--record", str(tiny_install))
     assert not (tmp_path / "m2" / "cache" / "sources").exists(), "a substituted build fetched its source"
 
     # the image: the pulled layout is kept and reused, with the digest the first machine published ...
-    out = hermetic("image", "llvm", "--variant", "support", "--work-dir", str(work)).stdout.split()
-    assert out[:2] == ["llvm-support-19.1.7-linux-amd64", digest]
-    kept = Layout(work / "images" / "llvm-support-19.1.7-linux-amd64")
+    out = hermetic("image", "llvm", "--llvm-recipe", str(TINY), "--variant", "support", "--work-dir", str(work)).stdout.split()
+    assert out[:2] == ["tiny-support-1.0.0-linux-amd64", digest]
+    kept = Layout(work / "images" / "tiny-support-1.0.0-linux-amd64")
     assert sorted(r.kind for r in referrers.referrers(kept)) == ["build-record", "provenance", "sbom"]
     # ... which is also what writing it from the substituted tree gives
-    fresh = hermetic("image", "llvm", "--variant", "support", "--work-dir", str(work), "--output",
+    fresh = hermetic("image", "llvm", "--llvm-recipe", str(TINY), "--variant", "support", "--work-dir", str(work), "--output",
                      str(tmp_path / "rewritten"), "--no-attest").stdout.split()
     assert fresh[1] == digest
 
     # a second run is done, and asks nobody
     again = _elsewhere(tmp_path / "again", registry.host, repo, "--work-dir", str(work))
-    assert again.returncode == 0 and "[done] build llvm-support" in again.stderr, again.stderr
+    assert again.returncode == 0 and "[done] build tiny-support" in again.stderr, again.stderr
 
 
 def test_a_tampered_provenance_is_refused_and_the_build_attempted(
@@ -106,10 +105,10 @@ def test_a_tampered_provenance_is_refused_and_the_build_attempted(
     referrers.attach(layout, pick_root(layout), provenance.MEDIA_TYPE, provenance.dumps(st), "provenance.intoto.json",
                      {referrers.ANN_KIND: attest.KIND_PROVENANCE})
     repo = "subst/tampered"
-    _push(tampered, f"{registry.host}/{repo}:19.1.7")
+    _push(tampered, f"{registry.host}/{repo}:1.0.0")
 
     proc = _elsewhere(tmp_path, registry.host, repo)
-    assert "[pull] build llvm-support" in _plan_line(proc.stderr, "build llvm-support")
+    assert "[pull] build tiny-support" in _plan_line(proc.stderr, "build tiny-support")
     refused = [line for line in proc.stderr.splitlines() if line.startswith("warning: substitute")]
     assert len(refused) == 1 and "refused: the provenance names inputs digest 0000000000000000…" in refused[0], proc.stderr
     assert refused[0].endswith("; building instead")
@@ -117,12 +116,12 @@ def test_a_tampered_provenance_is_refused_and_the_build_attempted(
     assert proc.stderr.index(refused[0]) < proc.stderr.index("==> fetch source")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr
     work = tmp_path / "m2" / "work"
-    assert not (work / "llvm" / "support" / "record.json").exists() and not (work / "images").exists()
+    assert not (work / "tiny" / "support" / "record.json").exists() and not (work / "images").exists()
 
 
 def test_a_layer_that_fails_its_digest_is_refused(image: Path, fresh_registry: Registry, tmp_path: Path) -> None:
     repo = "subst/damaged"
-    _push(image, f"{fresh_registry.host}/{repo}:19.1.7")
+    _push(image, f"{fresh_registry.host}/{repo}:1.0.0")
     manifest = Layout(image).read_json(pick_root(Layout(image)))
     layer = manifest["layers"][0]["digest"].removeprefix("sha256:")
     data = fresh_registry.storage / "docker" / "registry" / "v2" / "blobs" / "sha256" / layer[:2] / layer / "data"
@@ -145,5 +144,5 @@ def test_an_unreachable_substitute_is_warned_about_and_the_build_runs(registry: 
         port = s.getsockname()[1]
     proc = _elsewhere(tmp_path, f"127.0.0.1:{port}", "nobody/home")
     assert f"warning: substitute http://127.0.0.1:{port}/nobody/home not asked:" in proc.stderr
-    assert "[run ] build llvm-support" in _plan_line(proc.stderr, "build llvm-support")
+    assert "[run ] build tiny-support" in _plan_line(proc.stderr, "build tiny-support")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr

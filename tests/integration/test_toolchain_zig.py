@@ -14,8 +14,7 @@ import pytest
 
 from helpers import ROOT, hermetic
 from hermetic import toolchain
-
-pytestmark = pytest.mark.integration
+from hermetic.llvm import zig_global_cache
 
 PROGRAM = r"""
 #include <iostream>
@@ -31,7 +30,7 @@ int main() {
 """
 
 
-def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_cache: Path) -> None:
+def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_cache: Path, tiny: tuple[str, ...]) -> None:
     if platform.machine() != "x86_64":
         pytest.skip("the pinned ziglang wheel is the x86_64 one")
     tc = toolchain.for_root(ROOT, "zig")
@@ -40,9 +39,10 @@ def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_
     root = toolchain.ensure(source_cache, tc, [], use_urls=True)
     assert root is not None and toolchain.cached(source_cache, tc) is not None
     # `hermetic fetch --toolchain zig` finds the same verified tree
-    got = json.loads(hermetic("fetch", "--toolchain", "zig", "--variant", "support", "--cache", str(source_cache), "-q").stdout)
+    got = json.loads(hermetic("fetch", *tiny, "--toolchain", "zig", "--cache", str(source_cache), "-q").stdout)
     assert got["toolchain"] == {"label": tc.label, "path": str(root)}
-    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache")
+    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
+                             global_cache=zig_global_cache(source_cache))
     src = tmp_path / "main.cpp"
     src.write_text(PROGRAM)
     exe = tmp_path / "main"
@@ -50,8 +50,10 @@ def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_
     toolchain.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert out == "unwound 39\n"
-    # zig's caches stayed where hermetic put them, not in ~/.cache/zig
-    assert (tmp_path / "zig-cache" / "global").is_dir() and not (tmp_path / ".cache" / "zig").exists()
+    # zig's caches stayed where hermetic put them (its runtimes in the source cache's, shared by every build of
+    # this user), not in ~/.cache/zig
+    assert (tmp_path / "zig-cache").is_dir() and not (tmp_path / ".cache" / "zig").exists()
+    assert prep.env["ZIG_GLOBAL_CACHE_DIR"] == str(zig_global_cache(source_cache))
     # built against zig's glibc 2.28 stubs: no symbol version newer than the floor
     assert max(_glibc_versions(exe)) <= (2, 28), sorted(_glibc_versions(exe))
     # linked with zig's libc++ (statically), not the host's libstdc++
@@ -74,7 +76,8 @@ def test_glibc_2_17_floor_compiles_and_runs_cpp(tmp_path: Path, source_cache: Pa
     assert tc.target == "x86_64-linux-gnu.2.17"
     root = toolchain.ensure(source_cache, tc, [], use_urls=True)
     assert root is not None
-    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache")
+    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
+                             global_cache=zig_global_cache(source_cache))
     src = tmp_path / "main.cpp"
     src.write_text(PROGRAM)
     exe = tmp_path / "main"

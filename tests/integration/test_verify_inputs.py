@@ -20,8 +20,6 @@ from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from schemas.examples import fake_image, fake_llvm_build, settings
 
-pytestmark = pytest.mark.integration
-
 
 def _need_diffoscope() -> None:
     if shutil.which("diffoscope") is None:

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+
+from helpers import ROOT, run_hermetic
 
 HERE = Path(__file__).resolve().parent
 PTXAS = Path("/usr/local/cuda/bin/ptxas")
@@ -104,3 +108,57 @@ def fake_dlpack(cc: str, tmp_path_factory: pytest.TempPathFactory) -> ModuleType
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+# --- the compiler core's wheel against LLVM 19 (Debian's llvm-19-dev in CI), built twice ------------
+
+PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))
+
+
+
+
+@pytest.fixture(scope="session")
+def wheel_cache(source_cache: Path) -> Path:
+    """The cache holding the filled wheelhouse (downloaded once, verified every time)."""
+    if not (PREFIX / "lib" / "cmake" / "llvm" / "LLVMConfig.cmake").is_file():
+        pytest.fail(f"no LLVM 19 at {PREFIX}: apt-get install llvm-19-dev or set HERMETIC_TEST_LLVM_PREFIX")
+    run_hermetic("wheelhouse", "--root", str(ROOT), "--cache", str(source_cache), cwd=ROOT)
+    return source_cache
+
+
+@pytest.fixture(scope="session")
+def tilec_wheel(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> dict[str, Any]:
+    """The compiler core's wheel against PREFIX, built once from a snapshot of src/compiler (an edit of the
+    checkout meanwhile cannot change it): about 2 minutes on 2 cores. `tilec_wheel_rebuilt` is its second build."""
+    snap = tmp_path_factory.mktemp("project") / "a" / "compiler"
+    shutil.copytree(ROOT / "src" / "compiler", snap, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
+    base = tmp_path_factory.mktemp("wheel-a")
+    work, cwd = base / "w", base / "cwd"
+    cwd.mkdir()
+    proc = run_hermetic(
+        "wheel", str(snap), "--llvm", str(PREFIX), "--root", str(ROOT), "--cache", str(wheel_cache), "--work-dir",
+        str(work), "--output", str(base / "dist"), "--jobs", os.environ.get("HERMETIC_TEST_JOBS", "2"), "--offline",
+        "auto", cwd=cwd,
+    )
+    printed = json.loads(proc.stdout)
+    rec = json.loads((base / "dist" / "wheel-record.json").read_text())
+    return {"printed": printed, "record": rec, "wheel": base / "dist" / rec["wheel"], "work": work}
+
+
+@pytest.fixture(scope="session")
+def tilec_wheel_rebuilt(tmp_path_factory: pytest.TempPathFactory, tilec_wheel: dict[str, Any], wheel_cache: Path) -> dict[str, Any]:
+    """`hermetic verify` of `tilec_wheel`: rebuilt from its wheel-record.json in a deeper work dir, from another
+    cwd, under umask 077, and kept. The second of the two builds whose wheels must be the same bytes (the
+    project is copied into each build's work dir, so where the project lies cannot reach the wheel)."""
+    base = tmp_path_factory.mktemp("wheel-b")
+    rebuild, cwd = base / "deeper" / "nested" / "rebuild", base / "cwd"
+    cwd.mkdir()
+    proc = run_hermetic(
+        "verify", str(tilec_wheel["wheel"]), "--cache", str(wheel_cache), "--rebuild-dir", str(rebuild), "--keep",
+        "--json", "--jobs", os.environ.get("HERMETIC_TEST_JOBS", "2"), "--offline", "auto", cwd=cwd, umask=0o077,
+        check=False,
+    )
+    assert proc.returncode in (0, 8), (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    rec = json.loads((rebuild / "dist" / "wheel-record.json").read_text())
+    return {"rc": proc.returncode, "report": json.loads(proc.stdout), "record": rec, "wheel": rebuild / "dist" / rec["wheel"],
+            "work": rebuild / "work", "stderr": proc.stderr}

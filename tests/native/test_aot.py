@@ -40,7 +40,7 @@ def _vadd(tilec: ModuleType, kernels: ModuleType) -> Any:
 def _aot(tilec: ModuleType, kernels: ModuleType, settings: Any, **kw: Any) -> Any:
     kw.setdefault("block", 256)
     kw.setdefault("target", "cuda:90")
-    return tilec.backends.cuda.aot.compile(_vadd(tilec, kernels), settings=settings, **kw)
+    return tilec.aot.compile(_vadd(tilec, kernels), settings=settings, **kw)
 
 
 def _driver(cc: str, lib_dir: Path, fake: Path) -> Path:
@@ -71,7 +71,7 @@ def _drive(exe: Path, fake: Path, *args: str, **env: str) -> str:
 
 def _library(tilec: ModuleType, kernels: list[Any], tmp_path: Path) -> Path:
     lib_dir = tmp_path / "lib"
-    tilec.backends.cuda.aot.link(kernels, "vaddlib").write(lib_dir)
+    tilec.aot.link(kernels, "vaddlib").write(lib_dir)
     return lib_dir
 
 
@@ -148,13 +148,13 @@ def test_aot_sources_compile_and_carry_the_specialization(
 def test_aot_json_round_trip(tilec: ModuleType, kernels: ModuleType, settings: Any, tmp_path: Path) -> None:
     k = _aot(tilec, kernels, settings, multiple_of={"n": 16}, embed_ptx=True)
     k.write(tmp_path)
-    again = tilec.backends.cuda.aot.AotKernel.load(tmp_path / f"{k.name}.json")
+    again = tilec.aot.AotKernel.load(tmp_path / f"{k.name}.json")
     assert again == k
     assert again.multiple_of == (("n", 16),) and again.spec_text == "n%16==0"
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     with pytest.raises(tilec.AotError, match="not a tilec AOT description"):
-        tilec.backends.cuda.aot.AotKernel.load(bad)
+        tilec.aot.AotKernel.load(bad)
 
 
 # -- the launcher and dispatcher against the fake driver ----------------------------
@@ -311,20 +311,20 @@ def test_dispatch_by_device_arch(
 def test_link_refuses_inconsistent_libraries(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
     base = _aot(tilec, kernels, settings)
     with pytest.raises(tilec.AotError, match="both named 'vadd_sm90'"):
-        tilec.backends.cuda.aot.link([base, base], "lib")
+        tilec.aot.link([base, base], "lib")
     with pytest.raises(tilec.AotError, match="must share block"):
-        tilec.backends.cuda.aot.link([base, _aot(tilec, kernels, settings, block=128, constants={"n": 8})], "lib")
+        tilec.aot.link([base, _aot(tilec, kernels, settings, block=128, constants={"n": 8})], "lib")
     other = _aot(tilec, kernels, settings, name="vadd_again")
     with pytest.raises(tilec.AotError, match="are the same specialization"):
-        tilec.backends.cuda.aot.link([base, other], "lib")
+        tilec.aot.link([base, other], "lib")
     with pytest.raises(tilec.AotError, match="is taken"):
-        tilec.backends.cuda.aot.link([_aot(tilec, kernels, settings, name="vadd")], "lib")
-    exp = tilec.backends.cuda.aot.compile(kernels.EXP_IR, "cuda:90", settings=settings, name="vadd_other")
-    renamed = tilec.backends.cuda.aot.AotKernel.from_json({**exp.to_json(), "kernel": "vadd"})
+        tilec.aot.link([_aot(tilec, kernels, settings, name="vadd")], "lib")
+    exp = tilec.aot.compile(kernels.EXP_IR, "cuda:90", settings=settings, name="vadd_other")
+    renamed = tilec.aot.AotKernel.from_json({**exp.to_json(), "kernel": "vadd"})
     with pytest.raises(tilec.AotError, match="disagree on its parameters"):
-        tilec.backends.cuda.aot.link([base, renamed], "lib")
+        tilec.aot.link([base, renamed], "lib")
     with pytest.raises(tilec.AotError, match="C identifier"):
-        tilec.backends.cuda.aot.link([base], "my-lib")
+        tilec.aot.link([base], "my-lib")
 
 
 def test_aot_needs_a_cubin_backend_and_ptxas(
@@ -332,7 +332,7 @@ def test_aot_needs_a_cubin_backend_and_ptxas(
 ) -> None:
     no_ptxas = tilec.compile(_vadd(tilec, kernels), "sm_90", use_ptxas=False, settings=settings)
     with pytest.raises(tilec.AotError, match="needs the cubin"):
-        tilec.backends.cuda.aot.from_kernel(no_ptxas)
+        tilec.aot.from_kernel(no_ptxas)
     with pytest.raises(tilec.AotError, match="C identifier"):
         _aot(tilec, kernels, settings, name="bad name")
 

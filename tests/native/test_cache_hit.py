@@ -37,7 +37,7 @@ def counting_open(file, *a, **kw):
             opened.append(os.fsdecode(file))
     return real_open(file, *a, **kw)
 builtins.open = io.open = counting_open
-from tilec import cache as tilec_cache
+from tilec.cache import format as tilec_cache
 class CountingReader:  # the C reader opens the shortcut with open(2): counted here
     def __init__(self, real):
         self.real = real
@@ -46,6 +46,8 @@ class CountingReader:  # the C reader opens the shortcut with open(2): counted h
         return self.real.read_shortcut(path)
     def blake2b_hex(self, data):
         return self.real.blake2b_hex(data)
+    def unchanged(self, watch):
+        return self.real.unchanged(watch)
 native_reader = tilec_cache._hit is not None
 if native_reader:
     tilec_cache._hit = CountingReader(tilec_cache._hit)
@@ -67,7 +69,8 @@ else:
     subprocess.Popen = refuse("Popen")
     subprocess.run = refuse("subprocess.run")
 if os.environ.get("SHORTCUT") == "1":
-    compiler._as_ir = refuse("printing the IR")
+    from tilec.cache import key as cache_key
+    cache_key.as_ir = refuse("printing the IR")
     json.dumps = refuse("json.dumps")
     real_json = tilec_cache._JSON
     class Parsed:  # the shortcut's head answers: the entry's JSON line waits for .metadata
@@ -179,7 +182,7 @@ def test_source_key_is_the_callers_promise(tilec: ModuleType, kernels: ModuleTyp
 
 
 def test_entry_is_checked_by_its_bytes(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
-    from tilec import cache
+    from tilec.cache import format as cache
 
     k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings)
     path = tilec.compiler.Cache(settings.cache_dir).path(k.key)
@@ -204,12 +207,14 @@ def test_cache_key_includes_the_assembler(
     monkeypatch.setattr(nvjitlink, "version", lambda: "13.0")
     c = tilec.Compiler(settings)
     keys = {}
-    for assembler in ("ptxas", "nvjitlink"):
+    for assembler in ("ptxas", "nvjitlink", "nvptxcompiler"):
         opts = tilec.CompileOptions(target="sm_90", backend_options={"assembler": assembler})
         keys[assembler] = c.cache_key(kernels.EXP_IR, opts, *c.resolve(opts))
+    # The default (auto) keys as the assembler it picks: nvPTXCompiler here (the test extra
+    # installs it, of ptxas's release).
     default = tilec.CompileOptions(target="sm_90")
-    assert c.cache_key(kernels.EXP_IR, default, *c.resolve(default)) == keys["ptxas"]
-    assert keys["ptxas"] != keys["nvjitlink"]
+    assert c.cache_key(kernels.EXP_IR, default, *c.resolve(default)) == keys["nvptxcompiler"]
+    assert len(set(keys.values())) == 3
     monkeypatch.setattr(nvjitlink, "version", lambda: "13.1")
     opts = tilec.CompileOptions(target="sm_90", backend_options={"assembler": "nvjitlink"})
     assert c.cache_key(kernels.EXP_IR, opts, *c.resolve(opts)) != keys["nvjitlink"]
@@ -218,7 +223,7 @@ def test_cache_key_includes_the_assembler(
 def test_unknown_assembler_and_missing_nvjitlink(
     tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: Any
 ) -> None:
-    with pytest.raises(tilec.TargetError, match="assembler must be one of 'ptxas', 'nvjitlink', got 'nvcc'"):
+    with pytest.raises(tilec.TargetError, match="assembler must be one of 'auto', 'ptxas', 'nvptxcompiler', 'nvjitlink', got 'nvcc'"):
         tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings, assembler="nvcc")
     from tilec.backends.cuda import nvjitlink
 
@@ -276,7 +281,7 @@ def _flip(raw: bytes, at: int) -> bytes:
 
 def _in_cubin_copy(raw: bytes) -> int:
     """An offset inside the copy of the cubin (the entry's first part) in a shortcut's bytes."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     record = cache.decode_shortcut(raw)
     assert record is not None
@@ -287,7 +292,7 @@ def _in_cubin_copy(raw: bytes) -> int:
 def test_a_damaged_shortcut_is_removed_and_the_entry_answers(
     tilec: ModuleType, kernels: ModuleType, settings: Any, where: str
 ) -> None:
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     path = _shortcut_file(settings)
@@ -316,7 +321,7 @@ def test_the_other_stages_are_checked_when_asked_for(
     """A hit through a shortcut checks the cubin (what a launch needs); a damaged byte in the
     copy of an earlier stage is found when that stage is first asked for, and the entry's own
     file answers instead."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     path = _shortcut_file(settings)
@@ -336,7 +341,7 @@ def test_the_other_stages_are_checked_when_asked_for(
 
 
 def test_a_damaged_shortcut_and_entry_are_rebuilt(tilec: ModuleType, kernels: ModuleType, settings: Any) -> None:
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     shortcut = _shortcut_file(settings)
@@ -373,7 +378,7 @@ def test_damaged_stages_in_both_copies_are_a_clear_error(
 def test_a_touched_tool_is_watched_anew(tilec: ModuleType, kernels: ModuleType, own_ptxas: Any) -> None:
     """Same ptxas, new mtime: the key is made again (and stands), and the shortcut is written
     with the new state, so the next hit through it trusts it again."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
     wrapper = own_ptxas.ptxas
@@ -410,7 +415,7 @@ def test_a_changed_libdevice_is_noticed_through_the_shortcut(
 
 
 def test_shortcut_format(tilec: ModuleType, tmp_path: Path) -> None:
-    from tilec import cache
+    from tilec.cache import format as cache
 
     key, base = "ab" * 32, "cd" * 32
     entry = cache.encode(key, {"x": 1}, {"bin": b"\x00\n\xff"})
@@ -454,7 +459,7 @@ def test_shortcut_format(tilec: ModuleType, tmp_path: Path) -> None:
 
 def test_shortcut_heads(tilec: ModuleType) -> None:
     """A head line holds the names a kernel object needs; names a line cannot hold give "-"."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     head = ("cubin", ("llir", "ptx", "cubin"), ("llir", "ptx"), "vadd__n_1024", ("ptr addrspace(1)", "i32"), ("a", "n"))
     line = cache.encode_head(head)
@@ -494,7 +499,7 @@ def test_a_hit_through_the_head_reads_metadata_on_first_access(
 def test_a_shortcut_without_a_head_hits_through_the_json_line(
     tilec: ModuleType, kernels: ModuleType, settings: Any
 ) -> None:
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     path = _shortcut_file(settings)
@@ -513,7 +518,7 @@ def test_metadata_behind_a_head_that_cannot_be_read_is_a_clear_error(
 ) -> None:
     """Bytes the digest vouches for, with metadata this tilec cannot make (a key that is no
     field): the hit still launches what it checked; asking for the metadata says what to do."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     path = _shortcut_file(settings)
@@ -541,7 +546,7 @@ def test_the_c_reader_agrees_with_the_python_one(
 ) -> None:
     """tilec._hit.read_shortcut (csrc/hit.c) and decode_shortcut + same_state give the same
     answer on a real shortcut, on every kind of damage, and on a changed watched tool."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     assert cache._hit is not None, "tilec._hit was not built"
     tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
@@ -617,7 +622,7 @@ def test_the_c_reader_agrees_with_the_python_one(
 def test_the_c_digest_is_blake2b(tilec: ModuleType) -> None:
     import hashlib
 
-    from tilec import cache
+    from tilec.cache import format as cache
 
     assert cache._hit is not None
     data = bytes(range(256)) * 40
@@ -631,7 +636,7 @@ def test_a_hit_without_the_c_reader(
     tilec: ModuleType, kernels: ModuleType, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A source tree without the extension reads the same shortcuts in Python."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=settings, source_key="v1")
     monkeypatch.setattr(cache, "_hit", None)
@@ -671,7 +676,7 @@ def test_a_touched_tool_does_not_bless_a_damaged_copy(
 ) -> None:
     """The shortcut is written anew when a watched tool was only touched; where the copy of the
     earlier stages is damaged it is not, so the damage is never digested afresh."""
-    from tilec import cache
+    from tilec.cache import format as cache
 
     first = tilec.compile(kernels.vector_add(tilec.ir), target="sm_90", settings=own_ptxas, source_key="v1")
     path = _shortcut_file(own_ptxas)
@@ -716,3 +721,34 @@ def test_a_first_load_fills_what_no_ptxas_reported_when_the_metadata_is_made(
     assert {f for f, _ in asked} == {"fn:vadd"} and len(asked) == 3
     assert first.metadata.registers is None  # made at compile: filled at its load
     assert first._function() == "fn:vadd" and first.metadata.registers == 17 and len(asked) == 6
+
+
+def test_the_c_and_python_watch_checks_agree(tilec: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tilec._hit.unchanged (csrc/hit.c) answers the tools' identity's watch list as the Python
+    loop does; None (Python answers) where an item is not [path, [mtime_ns, size]]."""
+    from tilec.cache import format as cache
+
+    assert cache._hit is not None, "tilec._hit was not built"
+    native_reader = cache._hit
+    here = tmp_path / "tool"
+    here.write_bytes(b"x")
+    gone = str(tmp_path / "gone")
+    state = cache.file_state(str(here))
+    cases: list[tuple[Any, bool | None, bool]] = [  # (watch, C's answer, the answer)
+        ([[str(here), state], [gone, [-1, -1]], [str(tmp_path), cache.file_state(str(tmp_path))]], True, True),
+        ([[str(here), [state[0] + 1, state[1]]]], False, False),
+        ([[str(here), [state[0], state[1] + 1]]], False, False),
+        ([[gone, state]], False, False),  # was there, is gone
+        ([[str(here), [-1, -1]]], False, False),  # was absent, is there
+        ([], True, True),
+        ([[str(here)]], None, False),
+        ([[str(here), [1, 2, 3]]], None, False),
+        ([[str(here), ["1", 2]]], None, False),
+        (((str(here), state),), None, True),  # a tuple, not the JSON's list: Python reads it
+    ]
+    for watch, native, answer in cases:
+        assert native_reader.unchanged(watch) == native, watch
+        assert cache.unchanged(watch) == answer, watch
+        monkeypatch.setattr(cache, "_hit", None)
+        assert cache.unchanged(watch) == answer, watch
+        monkeypatch.setattr(cache, "_hit", native_reader)

@@ -49,7 +49,11 @@ def test_ptxas_failure_carries_command_and_repro(
 ) -> None:
     with pytest.raises(tilec.PtxasError) as info:
         tilec.compile(
-            kernels.EXP_IR, target="sm_90", ptxas_options=("--no-such-flag",), settings=settings
+            kernels.EXP_IR,
+            target="sm_90",
+            ptxas_options=("--no-such-flag",),
+            settings=settings,
+            assembler="ptxas",
         )
     err = info.value
     assert err.returncode != 0

@@ -133,7 +133,8 @@ def test_tool_identity_is_found_once_per_process_for_any_cache_dir(
     monkeypatch.setattr(toolchain, "_ptxas_version", counting_version)
     for name in ("a", "b"):
         env = {**settings_env, "TILEC_CACHE_DIR": str(tmp_path / name)}
-        k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=tilec.Settings.from_env(env))
+        settings = tilec.Settings.from_env(env)
+        k = tilec.compile(kernels.EXP_IR, target="sm_90", settings=settings, assembler="ptxas")
         assert k.cache_status == "miss"
         assert k.metadata.ptxas_version not in (None, "", "unknown")
     assert len(found) == 1

@@ -27,7 +27,7 @@ def test_nvjitlink_code_is_ptxas_relocatable_code(
         nvjitlink.version()
     except tilec.ToolNotFoundError as exc:
         pytest.fail(f"the native tier needs nvJitLink (pip install -e '.[test]' brings it): {exc}")
-    whole = tilec.compile(kernels.SIN_IR, target="sm_90", settings=settings)
+    whole = tilec.compile(kernels.SIN_IR, target="sm_90", settings=settings, assembler="ptxas")
     linked = tilec.compile(kernels.SIN_IR, target="sm_90", settings=settings, assembler="nvjitlink")
     assert linked.metadata.assembler == "nvjitlink" and whole.metadata.assembler == "ptxas"
     assert linked.asm["ptx"] == whole.asm["ptx"]  # the same PTX went to both

@@ -49,7 +49,7 @@ def test_failed_rebuild_keeps_the_previous_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
     settings, inputs = _inputs(tmp_path)
-    out = llvm.build_dir(settings, "support")
+    out = llvm.build_dir(settings, "llvm/support")
     rec = _good_build(out)
     seen: list[Path] = []
 
@@ -70,7 +70,7 @@ def test_failed_rebuild_keeps_the_previous_build(
 
 def test_kept_partial_build_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings, inputs = _inputs(tmp_path)
-    out = llvm.build_dir(settings, "support")
+    out = llvm.build_dir(settings, "llvm/support")
     _good_build(out)
 
     def fail(argv: list[str], **kw: object) -> str:

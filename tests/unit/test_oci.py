@@ -284,7 +284,8 @@ OK = ("usr/ok.txt", REG, "", b"fine")
 HOSTILE = {
     "traversal": [OK, ("usr/../../evil", REG, "", b"x")],
     "absolute": [OK, ("/tmp/hermetic-evil", REG, "", b"x")],
-    "symlink-absolute": [OK, ("usr/passwd", SYM, "/etc/passwd", b"")],
+    "symlink-absolute-up": [OK, ("usr/passwd", SYM, "/../../etc/passwd", b"")],
+    "symlink-loop": [OK, ("usr/a", SYM, "b/x", b""), ("usr/b", SYM, "a/y", b"")],
     "symlink-up": [OK, ("usr/up", SYM, "../../..", b"")],
     "symlink-chain": [("d1/d2", DIR, "", b""), ("d1/d2/s2", SYM, "..", b""), ("s1", SYM, "d1/d2/s2/../..", b"")],
     "write-through-symlink": [("usr", DIR, "", b""), ("usr/link", SYM, ".", b""), ("usr/link/x", REG, "", b"x")],

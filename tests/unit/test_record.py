@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 from pathlib import Path
@@ -18,7 +17,9 @@ from schemas.examples import fake_llvm_build, fake_wheel, settings
 
 pytestmark = pytest.mark.unit
 
-NVPTX_RECORD = ROOT / "reports" / "llvm-nvptx-record.json"
+# A real record, of an nvptx build on the GPU runner (its tree listing is the largest a test reads).
+DATA = Path(__file__).resolve().parent / "data"
+NVPTX_RECORD = DATA / "llvm-nvptx-record.json"
 
 
 def _committed() -> dict[str, Any]:
@@ -28,7 +29,7 @@ def _committed() -> dict[str, Any]:
 
 def _runner_wheel_record() -> dict[str, Any]:
     """The wheel record of the GPU runner report (which keeps a subset of its keys), the rest as build_wheel writes them."""
-    data: dict[str, Any] = copy.deepcopy(json.loads((ROOT / "reports" / "gpu-runner.json").read_text())["wheel"]["record"])
+    data: dict[str, Any] = json.loads((DATA / "runner-wheel-record.json").read_text())
     return data | {
         "schema": record.WHEEL_RECORD_SCHEMA,
         "wheel": "tilec-0.1.0-cp312-abi3-manylinux_2_38_x86_64.whl",
@@ -240,15 +241,15 @@ def test_a_stale_or_orphaned_record_is_a_rebuild(tmp_path: Path) -> None:
     digest = llvm.inputs_digest(rec, variant, llvm.source_identity("path", "ab" * 32))
     built = fake_llvm_build(s.work_dir)  # WORK_DIR/llvm/support/record.json with its tree intact
     data = json.loads(built.read_text())
-    assert steps.finished_build(s, "support", digest)[0] is None  # other inputs digest: rebuild
+    assert steps.finished_build(s, "llvm/support", digest)[0] is None  # other inputs digest: rebuild
     built.write_text(json.dumps(data | {"inputs_digest": digest}))
-    found, _ = steps.finished_build(s, "support", digest)
+    found, _ = steps.finished_build(s, "llvm/support", digest)
     assert found is not None and found == data["tree"]["digest"]
     (Path(data["install_root"]) / "usr" / "lib64" / "llvm-support-19.1.7" / "lib" / "libLLVMSupport.a").write_bytes(b"x")
-    assert steps.finished_build(s, "support", digest)[0] is None  # the tree changed: rebuild
+    assert steps.finished_build(s, "llvm/support", digest)[0] is None  # the tree changed: rebuild
     built.write_text("{")
     with pytest.raises(VerifyError, match="is not valid JSON"):
-        steps.finished_build(s, "support", digest)
+        steps.finished_build(s, "llvm/support", digest)
 
 
 def test_a_cached_pruned_archive_is_used_where_it_lies(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 /* tilec._hit: a cache shortcut read, checked and its watched tools stat'ed in one C call.
  *
- * The format is tilec/cache.py's (its module docstring); decode_shortcut and same_state there
- * are the same checks in Python, used where this extension is not built, and the tests hold
- * the two to the same answers. In C because a cache hit in a fresh process is mostly the
+ * The format is tilec/cache/format.py's (its module docstring); decode_shortcut, same_state and
+ * unchanged there are the same checks in Python, used where this extension is not built, and
+ * the tests hold the two to the same answers. In C because a cache hit in a fresh process is mostly the
  * interpreter running this code for the first time: here it is one call.
  *
  * The digest is BLAKE2b with a 32-byte output and no key (RFC 7693), as hashlib.blake2b(data,
@@ -348,9 +348,49 @@ static PyObject *blake2b_hex(PyObject *self, PyObject *arg) {
   return PyBytes_FromStringAndSize(out, 64);
 }
 
+/* One [path, [mtime_ns, size]] of a watch list: 1 unchanged, 0 changed, -1 not such an item
+ * (or a path that is no UTF-8 text: Python answers for those). */
+static int item_unchanged(PyObject *item) {
+  PyObject *path = NULL, *state = NULL, *m = NULL, *z = NULL;
+  int answer = -1;
+  if (PySequence_Check(item) && PySequence_Size(item) == 2 &&
+      (path = PySequence_GetItem(item, 0)) && (state = PySequence_GetItem(item, 1)) &&
+      PyUnicode_Check(path) && PySequence_Check(state) && PySequence_Size(state) == 2 &&
+      (m = PySequence_GetItem(state, 0)) && (z = PySequence_GetItem(state, 1)) &&
+      PyLong_Check(m) && PyLong_Check(z)) {
+    Py_ssize_t n = 0;
+    const char *text = PyUnicode_AsUTF8AndSize(path, &n);
+    long long mtime = PyLong_AsLongLong(m), size = PyLong_AsLongLong(z);
+    if (text != NULL && (size_t)n == strlen(text) && !PyErr_Occurred())
+      answer = same_state(text, mtime, size);
+  }
+  Py_XDECREF(path);
+  Py_XDECREF(state);
+  Py_XDECREF(m);
+  Py_XDECREF(z);
+  PyErr_Clear();
+  return answer;
+}
+
+/* unchanged(watch) -> True/False: whether every [path, [mtime_ns, size]] still has its state
+ * (cache.unchanged, for the tools' identity a hit keyed by the IR checks); None where an item
+ * is not one, for Python to answer. */
+static PyObject *unchanged(PyObject *self, PyObject *watch) {
+  (void)self;
+  if (!PyList_Check(watch)) Py_RETURN_NONE;
+  Py_ssize_t count = PyList_Size(watch);
+  for (Py_ssize_t i = 0; i < count; i++) {
+    int answer = item_unchanged(PyList_GetItem(watch, i)); /* borrowed */
+    if (answer < 0) Py_RETURN_NONE;
+    if (answer == 0) Py_RETURN_FALSE;
+  }
+  Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"read_shortcut", read_shortcut, METH_O, "Read and check a cache shortcut (tilec.cache)."},
     {"blake2b_hex", blake2b_hex, METH_O, "BLAKE2b-256 of bytes, as 64 hex digits (bytes)."},
+    {"unchanged", unchanged, METH_O, "Whether watched paths keep their states (tilec.cache)."},
     {NULL, NULL, 0, NULL},
 };
 

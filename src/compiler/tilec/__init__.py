@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from . import backends, ir
+from . import aot, backends, ir
+from .aot import AotKernel, AotLibrary
 from .backends import Backend, Target
-from .backends.cuda import aot  # public as tilec.aot (README, `tilec aot`)
-from .backends.cuda.aot import AotKernel, AotLibrary
 from .compiler import CompiledKernel, CompileOptions, Compiler, Metadata, __version__, compile
 from .errors import (
     AotError,

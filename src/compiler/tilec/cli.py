@@ -1,6 +1,6 @@
-"""`tilec` command line: aot, aot-link, compile (with stage dumps), backends.
+"""`tilec` command line: aot, aot-link, compile (with stage dumps), backends, assembler.
 
-Parsing only; the work is done by tilec.compiler, tilec.backends and tilec.backends.cuda.aot.
+Parsing only; the work is done by tilec.compiler, tilec.backends and tilec.aot.
 User errors print one message and exit 1 (usage errors: 2), without a traceback.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import llvmlite.ir
 
-from .backends.cuda import aot as aot_mod
+from . import aot as aot_mod
 from .backends.registry import registry_for
 from .compiler import Compiler
 from .errors import TilecError
@@ -131,6 +131,11 @@ def _add_compile_args(p: argparse.ArgumentParser, default_target: str) -> None:
     p.add_argument("-O", "--opt-level", type=int, default=3, choices=(0, 1, 2, 3))
     p.add_argument("--ptx-version", type=int, help="PTX ISA version, e.g. 80 (cuda)")
     p.add_argument("--ftz", action="store_true", help="flush denormals in libdevice (cuda)")
+    p.add_argument(
+        "--assembler",
+        choices=("auto", "ptxas", "nvptxcompiler", "nvjitlink"),
+        help="PTX -> cubin (cuda; default: TILEC_ASSEMBLER, else auto)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dump-passes", action="store_true", help="also the IR after every LLVM pass")
 
     sub.add_parser("backends", help="list backends and where they come from; check plugins")
+    asm = sub.add_parser("assembler", help="which PTX -> cubin assembler cuda uses here, and why")
+    asm.add_argument("-t", "--target", default="cuda:90", help="default cuda:90")
+    asm.add_argument("--assembler", choices=("auto", "ptxas", "nvptxcompiler", "nvjitlink"))
     return parser
 
 
@@ -174,6 +182,8 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
         out["ptx_version"] = args.ptx_version
     if args.ftz:
         out["ftz"] = True
+    if getattr(args, "assembler", None):
+        out["assembler"] = args.assembler
     return out
 
 
@@ -192,6 +202,7 @@ def _cmd_aot(args: argparse.Namespace, settings: Settings) -> int:
         opt_level=args.opt_level,
         ptx_version=args.ptx_version,
         ftz=args.ftz,
+        assembler=args.assembler,
         settings=settings,
     )
     for path in kernel.write(args.output):
@@ -247,6 +258,31 @@ def _cmd_backends(settings: Settings) -> int:
     return 1 if broken else 0
 
 
+def _cmd_assembler(args: argparse.Namespace, settings: Settings) -> int:
+    """What `auto` (or the assembler named) makes of this machine's tools, without compiling."""
+    from .backends.cuda import backend, nvptxcompiler, toolchain
+
+    own = {"assembler": args.assembler} if args.assembler else {}
+    opts = CompileOptions(target=args.target, backend_options=own)
+    cuda, target = registry_for(settings.plugin_dirs).resolve(opts.target, opts)
+    if not isinstance(cuda, backend.CudaBackend):
+        raise _UsageError(f"{args.target}: assemblers are the cuda backend's")
+    tools = toolchain.identity(settings)
+    choice = cuda.assembler(target, cuda.options(opts), settings, tools)
+    print(f"{target}: {choice.name}" + (f" ({choice.note})" if choice.note else ""))
+    print(f"ptxas: {' '.join(tools['ptxas']) if tools['ptxas'] else 'none found'}")
+    found = tools["nvptxcompiler"]
+    print(f"nvPTXCompiler: {found[1] + ' ' + found[0] if found else 'none found'}")
+    if found:
+        lib = nvptxcompiler.library(Path(found[0]), found[1], found[2])
+        memo = toolchain.memo_dir(settings)
+        shim = nvptxcompiler.shim_path(lib, memo) if memo is not None else None
+        built = "built" if shim is not None and shim.is_file() else "linked at its first use"
+        print(f"  its shim: {shim or '(cache off: a private directory)'} ({built})")
+        print(f"  linked with: {nvptxcompiler.find_cxx(settings) or 'no C or C++ compiler found'}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -258,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_link(args)
         if args.command == "compile":
             return _cmd_compile(args, settings)
+        if args.command == "assembler":
+            return _cmd_assembler(args, settings)
         return _cmd_backends(settings)
     except TilecError as exc:
         print(f"tilec {args.command}: error: {exc}", file=sys.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
-from .cache import Head, Status, digest_json
+from .cache.format import Status, digest_json
 from .errors import BackendError, TargetError, ToolNotFoundError
 from .launch import Dim3, Signature, launch_config
 from .native import PassDump
@@ -264,7 +264,7 @@ class CompiledKernel:
 
     `head` (the kernel's name, parameter types and names): what the kernel needs from its
     metadata before the metadata itself, which `metadata` then makes on first access. A hit
-    through a cache shortcut gives both, so that it parses no JSON (tilec.cache).
+    through a cache shortcut gives both, so that it parses no JSON (tilec.cache.store).
     """
 
     def __init__(
@@ -315,82 +315,6 @@ class CompiledKernel:
     def _metadata_made(self, metadata: Metadata) -> None:
         """Called once, when metadata made on first access exists: a backend's kernel fills in
         what it learned before (e.g. from the loaded binary)."""
-
-    # -- serialization for the cache -------------------------------------------
-    def _payload(self) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """(JSON payload, raw parts) for the cache: every stage is stored as bytes, text
-        stages UTF-8 encoded, so a hit decodes no base64 and parses only the metadata."""
-        parts: dict[str, bytes] = {}
-        text: list[str] = []
-        names = list(self.asm)
-        # The last stage (what a kernel loads) first: a hit through a shortcut checks the
-        # entry's bytes up to its end, and the other stages only when they are asked for.
-        for name in names[-1:] + names[:-1]:
-            value = self.asm[name]
-            if isinstance(value, bytes):
-                parts[name] = value
-            else:
-                parts[name] = value.encode()
-                text.append(name)
-        payload = {"order": names, "text": text, "metadata": self.metadata.to_json()}
-        return payload, parts
-
-    @staticmethod
-    def _parse_payload(
-        payload: Mapping[str, Any],
-        parts: Mapping[str, bytes],
-        metadata_class: type[Metadata] = Metadata,
-        rest: Callable[[], Mapping[str, bytes]] | None = None,
-    ) -> tuple[Mapping[str, Any], Metadata]:
-        """(stages, metadata) of a cache entry. `rest`: where the stages missing from `parts`
-        come from, on first access (a hit through a shortcut has checked only the last)."""
-        text = payload["text"]
-        order = tuple(payload["order"])
-        asm: dict[str, Any] = {}
-        for name in order:
-            if name in parts:
-                asm[name] = parts[name].decode() if name in text else parts[name]
-        md = metadata_class.from_json(payload["metadata"])
-        return CompiledKernel._stages(asm, order, text, rest), md
-
-    @staticmethod
-    def _stages(
-        asm: dict[str, Any],
-        order: tuple[str, ...],
-        text: Sequence[str],
-        rest: Callable[[], Mapping[str, bytes]] | None,
-    ) -> Mapping[str, Any]:
-        """The stages `order` names, from `asm` (those read) and `rest` (the others, read on
-        first access; `text`: those stored UTF-8 encoded)."""
-        if len(asm) == len(order):
-            return asm
-        if rest is None:
-            raise KeyError(f"stages missing from the entry: {set(order) - set(asm)}")
-        more = rest
-
-        def load() -> dict[str, Any]:
-            found = more()
-            return {
-                name: found[name].decode() if name in text else found[name]
-                for name in order
-                if name not in asm
-            }
-
-        return Stages(asm, order=order, load=load)
-
-    @staticmethod
-    def _head(payload: Mapping[str, Any], first: str) -> Head:
-        """What a shortcut's head holds (tilec.cache), from an entry's payload and the name
-        of its first part."""
-        md = payload["metadata"]
-        return (
-            first,
-            tuple(payload["order"]),
-            tuple(payload["text"]),
-            md["name"],
-            tuple(md["signature"]),
-            tuple(md["param_names"]),
-        )
 
     # -- inspection ---------------------------------------------------------------
     def stage_files(self) -> Iterator[tuple[str, str | bytes]]:

@@ -24,6 +24,13 @@ class Settings:
     nvdisasm: Path | None = None  # TILEC_NVDISASM
     cuobjdump: Path | None = None  # TILEC_CUOBJDUMP
     native_launch: bool = True  # TILEC_NATIVE_LAUNCH=0: pack and launch in Python instead
+    # TILEC_ASSEMBLER: the cuda backend's PTX -> cubin when the `assembler` option is not given
+    # ("auto", "ptxas", "nvptxcompiler", "nvjitlink")
+    assembler: str = "auto"
+    nvptxcompiler: Path | None = None  # TILEC_NVPTXCOMPILER: the library's archive or prefix
+    cxx: Path | None = None  # TILEC_CXX: the C++ compiler that links the nvPTXCompiler shim
+    # TILEC_ASSEMBLER_CHECK=1: auto's nvPTXCompiler cubins compared with ptxas's (twice the cost)
+    assembler_check: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,6 +58,10 @@ class Settings:
             nvdisasm=opt_path("TILEC_NVDISASM"),
             cuobjdump=opt_path("TILEC_CUOBJDUMP"),
             native_launch=env.get("TILEC_NATIVE_LAUNCH", "1").strip().lower() not in _FALSE,
+            assembler=env.get("TILEC_ASSEMBLER", "").strip().lower() or "auto",
+            nvptxcompiler=opt_path("TILEC_NVPTXCOMPILER"),
+            cxx=opt_path("TILEC_CXX"),
+            assembler_check=env.get("TILEC_ASSEMBLER_CHECK", "0").strip().lower() not in _FALSE,
             plugin_dirs=tuple(
                 Path(p).expanduser()
                 for p in env.get("TILEC_PLUGIN_DIRS", "").split(os.pathsep)

@@ -33,7 +33,7 @@ from .sign import add_sign_key
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, settings.variant)
     # the wheels built against this variant and release: their sdists and requirements are fetched too
     fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
@@ -54,7 +54,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, settings.variant)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     meta = steps.ensure_pruned(settings, rec, src, variant, log)
@@ -82,7 +82,7 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     out_dir = llvm.build_dir(settings, job.build)
     result = load_build_record(out_dir / "record.json")
     if build.state == plan.DONE:
-        log(f"build: llvm-{job.variant} is up to date ({result.tree.digest})")
+        log(f"build: {result.recipe.name}-{job.variant} is up to date ({result.tree.digest})")
     shown = {"variant": result.variant, "prefix": result.prefix, "install_root": result.install_root,
              "wall_time_s": result.wall_time_s, "tree_digest": result.tree.digest, "record": str(out_dir / "record.json")}
     # wall_time_s is then the building machine's: say where the tree came from
@@ -96,7 +96,7 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     for v in rec.variants:
         mark = " (default)" if v.name == rec.default_variant else ""
         out(f"{v.name}{mark}: {v.description}")
@@ -129,11 +129,12 @@ def _all_arches(args: argparse.Namespace, settings: Settings, log: Log) -> int:
         one = replace(settings, arch=arch, arches=(arch,), work_dir=settings.work_dir / f"linux-{arch}")
         jobs.append((one, plan.plan_all(one, log, args.source, environ=os.environ)))
     variant = jobs[0][1].variant
-    index_dir = settings.work_dir / "images" / f"llvm-{variant}-index"
+    name = jobs[0][1].build_path.split("/")[0]  # the recipe's name
+    index_dir = settings.work_dir / "images" / f"{name}-{variant}-index"
     for one, job in jobs:
         out(f"linux/{one.arch} (work dir {one.work_dir}):")
         out(job.render())
-    out(f"index: llvm-{variant} for {', '.join(f'linux/{a}' for a in settings.arches)} -> {index_dir}")
+    out(f"index: {name}-{variant} for {', '.join(f'linux/{a}' for a in settings.arches)} -> {index_dir}")
     layouts = []
     for one, job in jobs:
         log(f"==> linux/{one.arch}")

@@ -38,6 +38,9 @@ def common_parsers() -> Common:
     g.add_argument("--variant", default=s, help="recipe variant (HERMETIC_VARIANT; the recipe's default)")
     g.add_argument("--llvm-version", dest="llvm_version", default=s,
                    help="LLVM release to build, one conandata.yml pins (HERMETIC_LLVM_VERSION; the recipe's default_version)")
+    g.add_argument("--llvm-recipe", dest="llvm_recipe", default=s, metavar="NAME|DIR",
+                   help="the recipe of the trees built: a name under recipes/ or a recipe directory "
+                        "(HERMETIC_LLVM_RECIPE; llvm)")
     g.add_argument("--mirror", dest="mirrors", action="append", default=s, help="directory holding source archives; repeatable")
     g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
     g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")
@@ -96,7 +99,7 @@ def add_command(
 ) -> argparse.ArgumentParser:
     """A subcommand whose `--help` starts with what it does."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, parents=list(parents), help=help, description=help[:1].upper() + help[1:] + "."
+        name, parents=list(parents), help=help, description=help[:1].upper() + help[1:] + ".", allow_abbrev=False
     )
     return parser
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tarfile
 from pathlib import Path
 
 from ..attest import WHEEL_RECORD, is_layout
@@ -10,32 +13,74 @@ from ..errors import UsageError, VerifyError
 from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
 from ..oci.layout import LayoutRef
 from ..oci.reference import parse_image_source
+from ..oci.transport import set_document_limit
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, add_platform, out, out_json
+from .oci import add_registry_options
+
+_WHAT = "inspect takes an image layout directory, REGISTRY/REPO[:TAG], a .whl, or an LLVM build record (record.json)"
+
+
+def _not_a_record(path: Path) -> UsageError | None:
+    """Why a file is no build record, told before the record reader would say "rebuild it"."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd" or head[:6] == b"\xfd7zXZ\x00":
+        return UsageError(f"cannot inspect {path}: it is a compressed file", _WHAT,
+                          "if it holds an image layout, extract it (`tar -xf FILE -C DIR`) and inspect DIR")
+    if tarfile.is_tarfile(path):
+        return UsageError(
+            f"cannot inspect {path}: it is a tar archive",
+            _WHAT,
+            "an OCI layout in a tar: `tar -xf FILE -C DIR`, then `hermetic inspect DIR`; "
+            "a `docker save` archive: `skopeo copy docker-archive:FILE oci:DIR`, then `hermetic inspect DIR`",
+        )
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(64 << 20))
+    except (ValueError, RecursionError):
+        return UsageError(f"cannot inspect {path}: it is not JSON, so not a build record", _WHAT, "pass one of those")
+    if not isinstance(data, dict) or not {"variant", "tree"} <= data.keys():
+        return UsageError(
+            f"cannot inspect {path}: it is JSON but not an LLVM build record", _WHAT,
+            "a build record is WORK_DIR/llvm/VARIANT/record.json, written by `hermetic build llvm`",
+        )
+    return None
 
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    set_document_limit(args.max_manifest_size)
     target = Path(args.target)
     if is_layout(target):
         report = inspect_layout(target, args.arch)
     elif target.suffix == ".whl" or target.name == WHEEL_RECORD or (target / WHEEL_RECORD).is_file():
         report = inspect_wheel(target)
     elif target.is_file() or (target / "record.json").is_file():
-        report = inspect_record(target if target.is_file() else target / "record.json")
+        path = target if target.is_file() else target / "record.json"
+        refused = _not_a_record(path)
+        if refused is not None:
+            raise refused
+        report = inspect_record(path)
     elif target.exists():
-        raise UsageError(f"cannot inspect {target}", "it is not an image layout, a wheel or a build record", "")
+        raise UsageError(f"cannot inspect {target}", f"it is not an image layout, a wheel or a build record; {_WHAT}", "pass one of those")
     else:
         src = parse_image_source(args.target)  # a missing path is "no such file", not a registry host
         if isinstance(src, LayoutRef):
             report = inspect_layout(src.path, args.arch)
         else:
-            report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet)
+            report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet, ca_file=args.ca, environ=os.environ)
     if args.json:
         out_json(report, sort_keys=True)
     else:
         out(render(report))
     bad = mismatches(report)
     if bad:
+        if report["artifact"].get("kind") == "llvm-install-tree":
+            raise VerifyError(
+                f"the build record of {report['artifact']['name']} does not match",
+                "; ".join(bad),
+                "rebuild the variant (`hermetic build llvm --force`), or find out who changed the record or the tree",
+            )
         raise VerifyError(
             f"the attestations of {report['artifact']['name']} do not match it",
             "; ".join(bad),
@@ -52,6 +97,6 @@ def register(subparsers: Subparsers, common: Common) -> None:
     )
     p.add_argument("target", metavar="LAYOUT|REF|WHEEL", help="an OCI image layout, REGISTRY/REPO[:TAG], a .whl or a record")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    add_registry_options(p)
     add_platform(p, "of a multi-platform image to inspect")
     p.set_defaults(func=cmd_inspect)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,13 @@ from ..image_signatures import pull_into_layout as pull_signatures
 from ..image_signatures import push_from_layout as push_signatures
 from ..oci.index import merge_layouts
 from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
-from ..oci.layout import INDEX_TYPES, Layout, LayoutRef, pick_root, spec_from_record, write_image
-from ..oci.reference import parse_image_source, parse_reference
+from ..oci.layout import INDEX_TYPES, Descriptor, Layout, LayoutRef, pick_root, spec_from_record, write_image
+from ..oci.reference import Reference, parse_image_source, parse_reference
 from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers, referrers
 from ..oci.registry import DEFAULT_CHUNK, Progress, make_client
+from ..oci.targets import make_parents, pull_target, remove_created
 from ..oci.transfer import pull_layout, pull_local, push_layout
+from ..oci.transport import DEFAULT_MAX_DOCUMENT, set_document_limit
 from ..oci.unpack import unpack_layout, verify_tree
 from ..record import load_build_record
 from ..settings import Settings
@@ -48,7 +52,7 @@ def parse_size(text: str) -> int:
 
 
 def record_path(settings: Settings, rec: recipe.Recipe, variant: str) -> Path:
-    return settings.work_dir / "llvm" / rec.build_name(variant) / "record.json"
+    return settings.work_dir / rec.build_path(variant) / "record.json"
 
 
 def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
@@ -57,7 +61,7 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
         rec = Path(args.record)
         variant = settings.variant or ""  # the record names its variant
     else:
-        llvm_recipe = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+        llvm_recipe = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
         variant = settings.variant or llvm_recipe.default_variant
         rec = record_path(settings, llvm_recipe, variant)
     spec = spec_from_record(rec, arch=args.arch)
@@ -94,7 +98,11 @@ def cmd_image_index(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _client(args: argparse.Namespace, settings: Settings, ref: Any) -> Any:
-    return make_client(ref, insecure=args.insecure, environ=os.environ, progress=Progress(enabled=not settings.quiet))
+    set_document_limit(args.max_manifest_size)
+    return make_client(
+        ref, insecure=args.insecure, environ=os.environ, progress=Progress(enabled=not settings.quiet),
+        ca_file=Path(args.ca) if args.ca else None,
+    )
 
 
 def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
@@ -153,74 +161,88 @@ def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk
 
 
 def cmd_pull(args: argparse.Namespace, settings: Settings) -> int:
+    set_document_limit(args.max_manifest_size)
+    target = pull_target(args.unpack or args.layout, "--unpack" if args.unpack else "--layout")
+    attestations = target.with_name(target.name + ".attestations")
+    if args.unpack and args.with_attestations and os.path.lexists(attestations):
+        raise UsageError(
+            f"{attestations} exists",
+            "--with-attestations writes the attestations' files there, and hermetic does not replace what it did not write",
+            "move it away, or pull without --with-attestations",
+        )
     src = parse_image_source(args.ref)
-    if isinstance(src, LayoutRef):
-        return _pull_local(args, settings, src)
-    ref = src
-    client = _client(args, settings, ref)
-    try:
-        if args.layout:
-            desc = pull_layout(client, ref, Path(args.layout), arch=args.arch)
-            out(f"{ref} {desc.digest} {Path(args.layout).resolve()}")
-            if args.with_attestations:
-                _pull_attestations(client, ref, desc.digest, Layout(Path(args.layout)), None, settings)
-            return 0
-        dest = Path(args.unpack).absolute()
-        staging = dest.with_name(f".{dest.name}.layout")
-        pulled = pull_layout(client, ref, staging, arch=args.arch)
-        try:
-            if args.with_attestations:
-                _pull_attestations(client, ref, pulled.digest, Layout(staging), dest.with_name(dest.name + ".attestations"), settings)
-            desc = unpack_layout(Layout(staging), dest, progress=lambda m: say(settings, m))
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        out(f"{ref} {desc.digest} {dest}")
-        return 0
-    finally:
-        client.close()
-
-
-def _pull_local(args: argparse.Namespace, settings: Settings, src: LayoutRef) -> int:
-    """A local layout, with the checks of a registry pull (every blob hashed, diff_ids, platform)."""
-    if args.with_attestations:
+    if isinstance(src, LayoutRef) and args.with_attestations:
         raise UsageError(
             "--with-attestations needs a registry",
             f"{src} is a local layout: its attestations are already in it (referrers.json)",
             "drop --with-attestations, or pull from a registry",
         )
-    if args.layout:
-        desc = pull_local(src, Path(args.layout), arch=args.arch)
-        out(f"{src} {desc.digest} {Path(args.layout).resolve()}")
-        return 0
-    dest = Path(args.unpack).absolute()
-    staging = dest.with_name(f".{dest.name}.layout")
+    created = make_parents(target.parent)
     try:
-        pull_local(src, staging, arch=args.arch)
-        desc = unpack_layout(Layout(staging), dest, progress=lambda m: say(settings, m))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    out(f"{src} {desc.digest} {dest}")
+        _pull(args, settings, src, target, attestations)
+    except BaseException:
+        remove_created(created)  # a refused pull leaves nothing, the directories above it included
+        raise
     return 0
 
 
+def _pull(args: argparse.Namespace, settings: Settings, src: Reference | LayoutRef, target: Path, attestations: Path) -> None:
+    """Pull into target, printing the result lines. --unpack stages the layout in a fresh directory beside target."""
+    client = None if isinstance(src, LayoutRef) else _client(args, settings, src)
+
+    def pull_into(dest: Path, option: str) -> Descriptor:
+        if client is None:
+            assert isinstance(src, LayoutRef)
+            return pull_local(src, dest, arch=args.arch, option=option)
+        assert isinstance(src, Reference)
+        return pull_layout(client, src, dest, arch=args.arch, option=option)
+
+    try:
+        if args.layout:
+            desc = pull_into(target, "--layout")
+            out(f"{src} {desc.digest} {target}")
+            if client is not None and args.with_attestations:
+                _pull_attestations(client, src, desc.digest, Layout(target), None, None, settings)
+            return
+        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.pull-", dir=target.parent))
+        try:
+            pulled = pull_into(stage / "layout", "--unpack")
+            if client is not None and args.with_attestations:
+                _pull_attestations(client, src, pulled.digest, Layout(stage / "layout"), stage / "att", attestations, settings)
+            desc = unpack_layout(Layout(stage / "layout"), target, progress=lambda m: say(settings, m), warn=warn)
+            if (stage / "att").is_dir():
+                os.rename(stage / "att", attestations)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+        out(f"{src} {desc.digest} {target}")
+    finally:
+        if client is not None:
+            client.close()
+
+
 def _pull_attestations(
-    client: Any, ref: Any, digest: str, layout: Layout, files_to: Path | None, settings: Settings
+    client: Any, ref: Any, digest: str, layout: Layout, files_to: Path | None, shown: Path | None, settings: Settings
 ) -> None:
-    """The image's referrers into the layout; with files_to, their payloads as files there too."""
+    """The image's referrers into the layout; with files_to, their payloads as files there too (later moved to shown)."""
     got, via = pull_referrers(client, ref.repository, digest, layout)
     if files_to is not None and got:
         files_to.mkdir(parents=True, exist_ok=True)
     for r in got:
         where = ""
-        if files_to is not None:
+        if files_to is not None and shown is not None:
             title = str((r.manifest.get("layers") or [{}])[0].get("annotations", {}).get(ANN_TITLE, r.digest[7:19]))
             shutil.copyfile(r.payload, files_to / Path(title).name)
-            where = f" {files_to / Path(title).name}"
+            where = f" {shown / Path(title).name}"
         out(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
     if not got:
         say(settings, f"{ref}: no attestations ({via})")
     signed = pull_signatures(client, ref.repository, digest, layout, pick_root(layout))
     say(settings, f"{ref}: {signed} signature(s) of {digest}" if signed else f"{ref}: unsigned")
+
+
+def warn(text: str) -> None:
+    """A warning on stderr, --quiet or not: something was changed on the user's behalf."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
@@ -236,6 +258,23 @@ def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """How to reach a registry: plain http, a private CA, the size cap on manifests."""
+    g = parser.add_argument_group("registry")
+    g.add_argument(
+        "--insecure", action="store_true",
+        help="plain http to the registry (one on this machine); also lets blob downloads be redirected to http",
+    )
+    g.add_argument(
+        "--ca", metavar="FILE",
+        help="PEM certificates of a private certificate authority to trust besides the system's (or set SSL_CERT_FILE)",
+    )
+    g.add_argument(
+        "--max-manifest-size", type=parse_size, default=DEFAULT_MAX_DOCUMENT, metavar="SIZE",
+        help="refuse manifests, indexes and image configs larger than this (default 4M)",
+    )
+
+
 def register(subparsers: Subparsers, common: Common) -> None:
     image_sub = add_group(subparsers, "image", "write OCI image layouts", "image_command")
 
@@ -243,7 +282,9 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--variant", default=argparse.SUPPRESS, help="variant to package (default: the configured variant)")
     llvm.add_argument("--llvm-version", dest="llvm_version", default=argparse.SUPPRESS,
                       help="the release whose build to package (HERMETIC_LLVM_VERSION; the recipe's default)")
-    llvm.add_argument("--record", help="build record to package (default: WORK_DIR/llvm/VARIANT/record.json)")
+    llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
+                      help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
+    llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
         "--compression",
@@ -265,7 +306,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     push = add_command(subparsers, "push", "push an image layout to a registry", [common.base])
     push.add_argument("layout", metavar="LAYOUT")
     push.add_argument("ref", metavar="REF", help="REGISTRY/REPOSITORY[:TAG]")
-    push.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    add_registry_options(push)
     push.add_argument(
         "--chunk-size", type=parse_size, default=DEFAULT_CHUNK, help="blobs above this go up in chunks (default 16M)"
     )
@@ -287,7 +328,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     where = pull.add_mutually_exclusive_group(required=True)
     where.add_argument("--layout", metavar="DIR", help="write an OCI image layout")
     where.add_argument("--unpack", metavar="DIR", help="unpack the image's filesystem into DIR (new or empty)")
-    pull.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
+    add_registry_options(pull)
     add_platform(pull, "to pull from a multi-platform image")
     pull.add_argument(
         "--with-attestations",

@@ -36,7 +36,7 @@ def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:
             items = [entry] if entry.media_type in MANIFEST_TYPES else layout.children(entry)
             for item in items:
                 if item.media_type not in MANIFEST_TYPES:
-                    raise UsageError(f"{path} holds a nested index", "only per-platform images can be merged", "")
+                    raise UsageError(f"{path} holds a nested index", "only per-platform images can be merged", "pass the layouts of single-platform images (hermetic image llvm)")
                 plat = item.platform or _platform_of(layout, item)
                 key = (plat.get("os", "linux"), plat.get("architecture", ""))
                 title = str(layout.read_json(item).get("annotations", {}).get("org.opencontainers.image.title", ""))

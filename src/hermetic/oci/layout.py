@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from ..errors import UsageError, VerifyError
 from ..record import load_build_record
 from ..staging import staged_dir
 from .layer import LayerInfo, write_layer
+from .transport import document_limit, too_large
 
 OCI_LAYOUT_VERSION = "1.0.0"
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -64,10 +65,31 @@ def rfc3339(epoch: int) -> str:
     return _dt.datetime.fromtimestamp(int(epoch), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_json(data: bytes | str, what: str, fix: str = "") -> Any:
+    """JSON from a file or a registry, any malformed input (nested too deep included) a VerifyError."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, ValueError) else "it is nested too deeply"
+        raise VerifyError(f"{what} is not valid JSON", why[:300], fix) from None
+
+
+MALFORMED = "the image is malformed: write it again (`hermetic image`) or pull it again; if it came so from a registry, ask its publisher"
+
+
+def _mapping(value: Any, what: str, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise VerifyError(f"malformed descriptor in {where}", f"its {what} is not an object", MALFORMED)
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def split_digest(digest: str) -> tuple[str, str]:
     algo, _, hexpart = digest.partition(":")
     if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
-        raise VerifyError(f"unsupported or malformed digest {digest!r}", "hermetic handles sha256 digests only", "")
+        raise VerifyError(
+            f"unsupported or malformed digest {digest[:80]!r}", "hermetic handles sha256 digests only (sha256: and 64 hex digits)",
+            "name the image by a sha256 digest; an image with other digests: rewrite it with sha256 (skopeo copy)",
+        )
     return algo, hexpart
 
 
@@ -89,19 +111,28 @@ class Descriptor:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> Descriptor:
+        if not isinstance(data, dict):
+            raise VerifyError(f"malformed descriptor in {where}", "a descriptor is a JSON object", MALFORMED)
+        missing = [k for k in ("mediaType", "digest", "size") if k not in data]
+        if missing:
+            raise VerifyError(f"malformed descriptor in {where}", f"it has no {', '.join(missing)}", MALFORMED)
+        size = data["size"]
+        # an int64 as the image spec says: not a float (1e999), not a bool, not a string
+        if type(size) is not int or not 0 <= size < 1 << 63:
+            raise VerifyError(f"malformed descriptor in {where}", f"size {str(size)[:40]!r} is not a byte count", MALFORMED)
+        if not isinstance(data["mediaType"], str) or not isinstance(data["digest"], str):
+            raise VerifyError(f"malformed descriptor in {where}", "mediaType and digest must be strings", MALFORMED)
+        desc = cls(
+            media_type=data["mediaType"],
+            digest=data["digest"],
+            size=size,
+            platform=_mapping(data["platform"], "platform", where) if data.get("platform") else None,
+            annotations=_mapping(data.get("annotations") or {}, "annotations", where),
+        )
         try:
-            desc = cls(
-                media_type=str(data["mediaType"]),
-                digest=str(data["digest"]),
-                size=int(data["size"]),
-                platform=dict(data["platform"]) if data.get("platform") else None,
-                annotations=dict(data.get("annotations") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise VerifyError(f"malformed descriptor in {where}", f"{type(exc).__name__}: {exc}", "") from exc
-        split_digest(desc.digest)
-        if desc.size < 0:
-            raise VerifyError(f"malformed descriptor in {where}", f"negative size {desc.size}", "")
+            split_digest(desc.digest)
+        except VerifyError as exc:
+            raise VerifyError(f"malformed descriptor in {where}", exc.what, MALFORMED) from None
         return desc
 
     @property
@@ -154,17 +185,20 @@ class Layout:
     def check(self) -> None:
         marker = self.path / "oci-layout"
         try:
-            version = json.loads(marker.read_text()).get("imageLayoutVersion")
-        except FileNotFoundError as exc:
-            raise UsageError(
-                f"{self.path} is not an OCI image layout",
-                "it has no oci-layout file",
-                "pass a directory written by `hermetic image` or `skopeo copy ... oci:DIR`",
-            ) from exc
-        except (OSError, ValueError, AttributeError) as exc:
-            raise VerifyError(f"{marker} is unreadable", str(exc), "rewrite the layout") from exc
+            version = self._json(marker).get("imageLayoutVersion")
+        except VerifyError as exc:
+            if not marker.exists():
+                raise UsageError(
+                    f"{self.path} is not an OCI image layout",
+                    "it has no oci-layout file",
+                    "pass a directory written by `hermetic image` or `skopeo copy ... oci:DIR`",
+                ) from None
+            raise VerifyError(f"{marker} is unreadable", exc.why or exc.what, "rewrite the layout") from None
         if version != OCI_LAYOUT_VERSION:
-            raise VerifyError(f"unsupported image layout version {version!r} in {marker}", "", "")
+            raise VerifyError(
+                f"unsupported image layout version {str(version)[:40]!r} in {marker}", f"hermetic reads version {OCI_LAYOUT_VERSION}",
+                "rewrite the layout (`skopeo copy oci:OLD oci:NEW`, or `hermetic image`)",
+            )
 
     def index(self) -> list[Descriptor]:
         self.check()
@@ -175,10 +209,13 @@ class Layout:
         return [Descriptor.from_json(m, f"{self.path}/index.json") for m in manifests]
 
     def read_blob(self, desc: Descriptor) -> bytes:
-        """A small blob (manifest, config, index), verified against its descriptor."""
+        """A small blob (manifest, config, index), verified against its descriptor; refused past the size cap."""
         path = self.blob_path(desc.digest)
+        if desc.size > document_limit():
+            raise too_large(f"blob {desc.digest} in {self.path}", desc.size, document_limit())
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                data = f.read(desc.size + 1)
         except FileNotFoundError as exc:
             raise VerifyError(
                 f"blob {desc.digest} is missing from {self.path}", str(path), "rewrite or re-pull the layout"
@@ -192,12 +229,13 @@ class Layout:
         return data
 
     def read_json(self, desc: Descriptor) -> dict[str, Any]:
-        try:
-            data = json.loads(self.read_blob(desc))
-        except ValueError as exc:
-            raise VerifyError(f"blob {desc.digest} is not JSON", str(exc), "") from exc
+        """A manifest, index or config: a JSON object whose fields hermetic reads have the types the image spec says."""
+        data = parse_json(self.read_blob(desc), f"blob {desc.digest}", "rewrite the layout or pull it again")
         if not isinstance(data, dict):
-            raise VerifyError(f"blob {desc.digest} is not a JSON object", "", "")
+            raise VerifyError(f"blob {desc.digest} is not a JSON object", "", MALFORMED)
+        problem = _shape_problem(desc.media_type, data)
+        if problem:
+            raise VerifyError(f"{_KIND.get(desc.media_type, 'blob')} {desc.digest} is malformed", problem, MALFORMED)
         return data
 
     def verify_blob_file(self, desc: Descriptor) -> Path:
@@ -224,12 +262,17 @@ class Layout:
 
     @staticmethod
     def _json(path: Path) -> dict[str, Any]:
+        limit = document_limit()
         try:
-            data = json.loads(path.read_text())
+            with open(path, "rb") as f:
+                raw = f.read(limit + 1)
         except FileNotFoundError as exc:
             raise VerifyError(f"{path} is missing", "", "rewrite the layout") from exc
-        except (OSError, ValueError) as exc:
-            raise VerifyError(f"{path} is not valid JSON", str(exc), "rewrite the layout") from exc
+        except OSError as exc:
+            raise VerifyError(f"{path} is unreadable", str(exc), "rewrite the layout") from exc
+        if len(raw) > limit:
+            raise too_large(str(path), path.stat().st_size, limit)
+        data = parse_json(raw, str(path), "rewrite the layout")
         if not isinstance(data, dict):
             raise VerifyError(f"{path} is not a JSON object", "", "rewrite the layout")
         return data
@@ -238,14 +281,17 @@ class Layout:
         """Blobs a manifest or index refers to (config and layers, or manifests)."""
         doc = self.read_json(desc)
         if desc.media_type in INDEX_TYPES:
-            return [Descriptor.from_json(m, desc.digest) for m in doc.get("manifests", [])]
+            return [Descriptor.from_json(m, desc.digest) for m in _list(doc, "manifests", desc.digest)]
         if desc.media_type in MANIFEST_TYPES:
             if "config" not in doc:
-                raise VerifyError(f"manifest {desc.digest} has no config", "", "")
+                raise VerifyError(f"manifest {desc.digest} has no config", "", MALFORMED)
             return [Descriptor.from_json(doc["config"], desc.digest)] + [
-                Descriptor.from_json(layer, desc.digest) for layer in doc.get("layers", [])
+                Descriptor.from_json(layer, desc.digest) for layer in _list(doc, "layers", desc.digest)
             ]
-        raise VerifyError(f"unsupported media type {desc.media_type!r} for {desc.digest}", "", "")
+        raise VerifyError(
+            f"unsupported media type {desc.media_type[:80]!r} for {desc.digest}", "hermetic reads OCI and Docker v2 images",
+            MALFORMED,
+        )
 
     def verify(self, desc: Descriptor | None = None) -> None:
         """Check every blob reachable from the index (or from `desc`) against its digest."""
@@ -255,6 +301,42 @@ class Layout:
             if d.media_type in INDEX_TYPES or d.media_type in MANIFEST_TYPES:
                 for child in self.children(d):
                     self.verify(child)
+
+
+MT_DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+_KIND = {MT_CONFIG: "image config", MT_DOCKER_CONFIG: "image config", **dict.fromkeys(MANIFEST_TYPES, "manifest"),
+         **dict.fromkeys(INDEX_TYPES, "index")}
+# (path, type) of the fields hermetic reads; absent or null is fine, another type is not
+_SHAPES: dict[str, tuple[tuple[tuple[str, ...], type | tuple[type, ...]], ...]] = {
+    "manifest": ((("config",), dict), (("layers",), list), (("annotations",), dict), (("subject",), dict)),
+    "index": ((("manifests",), list), (("annotations",), dict)),
+    "image config": ((("architecture",), str), (("os",), str), (("config",), dict), (("config", "Labels"), dict),
+                     (("rootfs",), dict), (("rootfs", "diff_ids"), list), (("history",), list)),
+}
+
+
+def _shape_problem(media_type: str, doc: Mapping[str, Any]) -> str:
+    for path, kind in _SHAPES.get(_KIND.get(media_type, ""), ()):
+        value: Any = doc
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, kind):
+            return f"{'.'.join(path)} is {_JSON_TYPES.get(type(value), 'a value')}, where the image spec has {_JSON_TYPES[kind]}"
+    labels = ((doc.get("config") or {}).get("Labels") or {}) if _KIND.get(media_type) == "image config" else {}
+    if any(not isinstance(v, str) for v in labels.values()):
+        return "config.Labels has values that are not strings"
+    return ""
+
+
+_JSON_TYPES: dict[Any, str] = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+                               bool: "a boolean"}
+
+
+def _list(doc: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = doc.get(key) or []
+    if not isinstance(value, list):
+        raise VerifyError(f"{key} of {where} is not a list", "", "the image is malformed; rebuild or pull it again")
+    return value
 
 
 def check_platform(config: Mapping[str, Any], arch: str | None, os_name: str, image: str) -> None:
@@ -286,7 +368,9 @@ def select_manifest(layout: Layout, root: Descriptor, arch: str | None = None, o
             check_platform(config, arch, os_name, f"image {root.digest} in {layout.path}")
         return root
     if root.media_type not in INDEX_TYPES:
-        raise VerifyError(f"unsupported media type {root.media_type!r}", "", "")
+        raise VerifyError(
+            f"unsupported media type {root.media_type[:80]!r}", "hermetic reads OCI and Docker v2 images and indexes", MALFORMED
+        )
     want = arch or host_arch()
     choices = layout.children(root)
     for child in choices:
@@ -309,7 +393,9 @@ def pick_root(layout: Layout, ref_name: str | None = None) -> Descriptor:
         found = [d for d in entries if d.ref_name == ref_name]
         if not found:
             names = ", ".join(d.ref_name or d.digest for d in entries)
-            raise UsageError(f"no image named {ref_name!r} in {layout.path}", f"it has: {names}", "")
+            raise UsageError(
+                f"no image named {ref_name!r} in {layout.path}", f"it has: {names}", "name one of those (oci:DIR:NAME)"
+            )
         entries = found
     if len(entries) == 1:
         return entries[0]
@@ -332,7 +418,7 @@ class ImageSpec:
 
     variant: str
     version: str
-    prefix: str  # "/usr/lib64/llvm-<variant>-<version>"
+    prefix: str  # "/usr/lib64/<recipe>-<variant>-<version>"
     install_root: Path
     epoch: int
     arch: str
@@ -344,7 +430,7 @@ class ImageSpec:
 
     @property
     def title(self) -> str:
-        return f"llvm-{self.variant}-{self.version}"
+        return f"{self.recipe.get('name', 'llvm')}-{self.variant}-{self.version}"
 
     @property
     def name(self) -> str:
@@ -354,9 +440,15 @@ class ImageSpec:
         labels = {
             "org.opencontainers.image.title": self.title,
             "org.opencontainers.image.version": self.version,
-            "org.opencontainers.image.source": LLVM_SOURCE_URL,
-            "org.opencontainers.image.revision": f"llvmorg-{self.version}",
-            "org.opencontainers.image.licenses": LLVM_LICENSE,
+        }
+        if self.recipe.get("name", "llvm") == "llvm":
+            # LLVM's upstream and licence; a build record names no such thing for another recipe (the tests' tiny)
+            labels |= {
+                "org.opencontainers.image.source": LLVM_SOURCE_URL,
+                "org.opencontainers.image.revision": f"llvmorg-{self.version}",
+                "org.opencontainers.image.licenses": LLVM_LICENSE,
+            }
+        labels |= {
             "org.opencontainers.image.created": rfc3339(self.epoch),
             LABEL_PREFIX + "recipe": self.recipe.get("name", "llvm"),
             LABEL_PREFIX + "recipe.version": self.recipe.get("version", self.version),
@@ -384,7 +476,7 @@ def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
     if not install_root.is_absolute():
         install_root = (record_path.parent / install_root).resolve()
     version = recipe.get("version") or prefix.rsplit("-", 1)[-1]
-    expected = f"/usr/lib64/llvm-{variant}-{version}"
+    expected = f"/usr/lib64/{recipe['name']}-{variant}-{version}"
     if prefix != expected:
         raise VerifyError(
             f"unexpected prefix {prefix} in {record_path}", f"images hold {expected}", "rebuild the variant"
@@ -458,20 +550,28 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
     return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
 
 
-def _replace_dir(src: Path, dest: Path) -> None:
-    """Move a finished directory into place, replacing an older layout at dest."""
-    if dest.is_symlink() or dest.is_file():
-        raise UsageError(f"{dest} exists and is not a directory", "", "choose another --output")
-    if dest.exists():
-        if any(dest.iterdir()) and not (dest / "oci-layout").exists():
-            raise UsageError(
-                f"{dest} exists and is not an image layout",
-                "hermetic only replaces directories it wrote",
-                "choose an empty or new --output directory",
-            )
-        old = dest.with_name(f".{dest.name}.old{os.getpid()}")
-        os.replace(dest, old)
-        os.replace(src, dest)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(src, dest)
+def replacer(option: str) -> Callable[[Path, Path], None]:
+    """How a finished layout goes into place; refusals name `option`, the one that chose the directory."""
+
+    def replace(src: Path, dest: Path) -> None:
+        """Move a finished directory into place, replacing an older layout at dest."""
+        if dest.is_symlink() or dest.is_file():
+            raise UsageError(f"{dest} exists and is not a directory", "", f"choose another {option} directory")
+        if dest.exists():
+            if any(dest.iterdir()) and not (dest / "oci-layout").exists():
+                raise UsageError(
+                    f"{dest} exists and is not an image layout",
+                    "hermetic only replaces directories it wrote; nothing was written there",
+                    f"choose an empty or new {option} directory",
+                )
+            old = dest.with_name(f".{dest.name}.old{os.getpid()}")
+            os.replace(dest, old)
+            os.replace(src, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(src, dest)
+
+    return replace
+
+
+_replace_dir = replacer("--output")

@@ -45,14 +45,20 @@ def _error_codes(body: bytes) -> list[str]:
     """The distribution spec's error codes in a response body ({"errors": [{"code": …}]})."""
     try:
         errors = json.loads(body).get("errors") or []
-        return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return []
+    if not isinstance(errors, list):
+        return []
+    return [str(e.get("code")) for e in errors if isinstance(e, dict) and e.get("code")]
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 100 else repr(text[:100]) + f"… ({len(text)} characters)"
 
 
 def parse_reference(text: str) -> Reference:
     bad = UsageError(
-        f"invalid image reference {text!r}",
+        f"invalid image reference {_shown(text)}",
         "expected [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST]",
         "for example 127.0.0.1:5000/llvm-support-19.1.7:19.1.7",
     )
@@ -78,7 +84,13 @@ def parse_reference(text: str) -> Reference:
     allowed = set("abcdefghijklmnopqrstuvwxyz0123456789._-/")
     if not path or set(path) - allowed or path.startswith("/") or path.endswith("/") or "//" in path:
         raise bad
-    if tag and (len(tag) > 128 or set(tag) - set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")):
+    if len(tag) > 128:
+        raise UsageError(
+            f"invalid image reference {_shown(text)}",
+            f"its tag is {len(tag)} characters long; a tag has at most 128",
+            "use a shorter tag, or pull by digest (REPOSITORY@sha256:…)",
+        )
+    if tag and set(tag) - set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"):
         raise bad
     return Reference(registry, path, tag, digest)
 
@@ -136,8 +148,16 @@ def _no_such_path(path: str, how: str) -> UsageError:
     )
 
 
+def _exists(path: Path) -> bool:
+    """Whether a path exists; text too long for a path (or otherwise unusable as one) does not."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _local_layout(path: Path, tag: str, text: str) -> LayoutRef:
-    if not path.exists():
+    if not _exists(path):
         raise _no_such_path(str(path), f"{text!r} names a local image layout")
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory", f"{text!r} names a local image layout", "pass a layout directory")
@@ -158,21 +178,24 @@ def parse_image_source(text: str) -> Reference | LayoutRef:
         if not rest:
             raise UsageError(f"invalid image source {text!r}", "oci: needs a path", "write oci:DIR or oci:DIR:TAG")
         path, tag = rest, ""
-        if not Path(rest).expanduser().exists() and ":" in rest:
+        if not _exists(Path(rest).expanduser()) and ":" in rest:
             head, _, maybe_tag = rest.rpartition(":")
             if head and maybe_tag and "/" not in maybe_tag and not set(maybe_tag) - _TAG_CHARS:
                 path, tag = head, maybe_tag
         return _local_layout(Path(path).expanduser(), tag, text)
     if text.startswith(("/", "./", "../", "~")) or text in (".", ".."):
         return _local_layout(Path(text).expanduser(), "", text)
-    if (Path(text) / "oci-layout").is_file():
+    if _exists(Path(text) / "oci-layout") and (Path(text) / "oci-layout").is_file():
         return LayoutRef(Path(text))
     try:
         return parse_reference(text)
     except UsageError as exc:
-        if os.sep in text or not Path(text).exists():
+        first, slash, _ = text.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost") and not _exists(Path(text)):
+            raise  # REGISTRY/…: a reference with a mistake, not a path
+        if os.sep in text or not _exists(Path(text)):
             raise UsageError(
-                f"{text}: no such file or directory, and not an image reference",
+                f"{_shown(text)}: no such file or directory, and not an image reference",
                 f"{exc.why}; or a local OCI image layout directory (DIR or oci:DIR[:TAG])",
                 exc.fix,
             ) from None

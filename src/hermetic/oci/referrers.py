@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RegistryError, VerifyError
-from .layout import MT_INDEX, MT_MANIFEST, Descriptor, Layout, canonical_json, sha256_digest, split_digest
+from .layout import MT_INDEX, MT_MANIFEST, Descriptor, Layout, canonical_json, parse_json, sha256_digest, split_digest
 from .registry import DEFAULT_CHUNK, RegistryClient, _Response
 
 MT_EMPTY = "application/vnd.oci.empty.v1+json"
@@ -86,11 +86,14 @@ def _entries(layout: Layout) -> list[dict[str, Any]]:
     path = _index_path(layout)
     if not path.is_file():
         return []
+    fix = "attest the image again (`hermetic attest LAYOUT`)"
     try:
-        data = json.loads(path.read_text())
-        manifests = data["manifests"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise VerifyError(f"{path} is damaged", str(exc), "attest the image again (`hermetic attest LAYOUT`)") from exc
+        data = parse_json(path.read_bytes(), str(path), fix)
+    except OSError as exc:
+        raise VerifyError(f"{path} is unreadable", str(exc), fix) from exc
+    manifests = data.get("manifests") if isinstance(data, dict) else None
+    if not isinstance(manifests, list):
+        raise VerifyError(f"{path} is damaged", "it has no manifests list", fix)
     return [dict(m) for m in manifests if isinstance(m, dict)]
 
 
@@ -210,9 +213,9 @@ def _index_manifests(body: bytes, where: str) -> list[dict[str, Any]]:
         doc = json.loads(body)
         manifests = doc["manifests"] if isinstance(doc, dict) else None
     except (ValueError, KeyError) as exc:
-        raise RegistryError(f"{where} is not an image index", str(exc), "") from exc
+        raise RegistryError(f"{where} is not an image index", str(exc), "the registry serves damaged data; push the attestations again") from exc
     if not isinstance(manifests, list):
-        raise RegistryError(f"{where} is not an image index", "it has no manifests list", "")
+        raise RegistryError(f"{where} is not an image index", "it has no manifests list", "the registry serves damaged data; push the attestations again")
     return [dict(m) for m in manifests if isinstance(m, dict)]
 
 

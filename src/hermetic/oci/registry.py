@@ -1,22 +1,18 @@
-"""An OCI distribution client: blobs, manifests, tags, uploads with retries; progress of large blobs.
+"""An OCI distribution client: blobs (redirects followed), manifests, tags, uploads with retries.
 
-push and pull built on it are in transfer.py; references in reference.py; credentials in auth.py.
+push and pull built on it are in transfer.py; references in reference.py; credentials and tokens in
+auth.py; which URLs may be followed, TLS and bounded reads in transport.py.
 """
 
 from __future__ import annotations
 
-import base64
 import errno
 import hashlib
 import http.client
-import json
 import os
 import ssl
-import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.message import Message
@@ -24,69 +20,41 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import RegistryError, VerifyError, disk_full
-from .auth import find_credentials, parse_challenge
+from .answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
+from .auth import Tokens, basic, find_credentials, merge_scopes, parse_challenge
 from .layout import (
     MT_DOCKER_LIST,
     MT_DOCKER_MANIFEST,
     MT_INDEX,
     MT_MANIFEST,
     Descriptor,
+    parse_json,
     sha256_digest,
     split_digest,
 )
-from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference, _error_codes
+from .progress import Progress
+from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference
+from .transport import (
+    MAX_REDIRECTS,
+    PLAIN_HTTP,
+    REDIRECTS,
+    TRUST_CA,
+    TransientRegistryError,
+    checked_url,
+    document_limit,
+    read_body,
+    send_once,
+    tls_context,
+)
+
+__all__ = ["ACCEPT", "DEFAULT_CHUNK", "Progress", "RegistryClient", "Stats", "TransientRegistryError", "make_client"]
 
 DEFAULT_CHUNK = 16 << 20
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 ACCEPT = ", ".join((MT_MANIFEST, MT_INDEX, MT_DOCKER_MANIFEST, MT_DOCKER_LIST))
 
 
-class TransientRegistryError(RegistryError):
-    """The registry did not answer or answered 5xx after every retry; the operation may be rerun."""
-
-
-# -- progress -------------------------------------------------------------------
-
-
-class Progress:
-    """Progress of large blobs on stderr; a line per 10 % when stderr is not a terminal."""
-
-    threshold = 8 << 20
-
-    def __init__(self, enabled: bool = True, stream: IO[str] | None = None) -> None:
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self._label = ""
-        self._total = 0
-        self._step = -1
-        self._start = 0.0
-
-    def start(self, label: str, total: int) -> None:
-        self._label, self._total, self._step, self._start = label, total, -1, time.monotonic()
-        self.update(0)
-
-    def update(self, done: int) -> None:
-        if not self.enabled or self._total < self.threshold:
-            return
-        step = int(10 * done / self._total) if self._total else 10
-        tty = self.stream.isatty()
-        if step == self._step and not tty:
-            return
-        self._step = step
-        line = f"{self._label} {done / 1e6:8.1f}/{self._total / 1e6:.1f} MB"
-        self.stream.write(("\r" + line) if tty else line + "\n")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if not self.enabled or self._total < self.threshold:
-            return
-        secs = max(time.monotonic() - self._start, 1e-9)
-        end = "\n" if self.stream.isatty() else ""
-        self.stream.write(f"{end}{self._label} done, {self._total / 1e6 / secs:.1f} MB/s\n")
-        self.stream.flush()
-
-
-# -- the client -------------------------------------------------------------------
+class _StorageFailed(TransientRegistryError):
+    """The storage a blob download was redirected to failed; the download starts again at the registry."""
 
 
 @dataclass
@@ -97,6 +65,22 @@ class _Response:
 
     def header(self, name: str) -> str:
         return str(self.headers.get(name) or "")
+
+
+class _Stream:
+    """A response whose body the caller reads; closes the side connection of a redirect when done."""
+
+    def __init__(self, resp: http.client.HTTPResponse, conn: http.client.HTTPConnection | None) -> None:
+        self.status = resp.status
+        self._resp = resp
+        self._conn = conn
+
+    def read(self, n: int) -> bytes:
+        return self._resp.read(n)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
 
 @dataclass
@@ -121,9 +105,11 @@ class RegistryClient:
         max_backoff: float = 8.0,
         timeout: float = 120.0,
         progress: Progress | None = None,
+        ca_file: Path | None = None,
     ) -> None:
         self.registry = registry
         self.host = DOCKER_HUB_API if registry == DOCKER_HUB else registry
+        self.insecure = insecure
         self.scheme = "http" if insecure else "https"
         self.credentials = credentials
         self.retries = retries
@@ -132,9 +118,10 @@ class RegistryClient:
         self.timeout = timeout
         self.progress = progress or Progress(enabled=False)
         self.stats = Stats()
+        self.context = tls_context(ca_file)
+        self.tokens = Tokens(registry, insecure, credentials, self.context, timeout)
         self._conn: http.client.HTTPConnection | None = None
         self._auth_header = ""
-        self._tokens: dict[str, str] = {}
         # a push asks for pull,push on its repository from the first request on
         self.scopes: list[str] = []
 
@@ -146,9 +133,7 @@ class RegistryClient:
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
             if self.scheme == "https":
-                self._conn = http.client.HTTPSConnection(
-                    self.host, timeout=self.timeout, context=ssl.create_default_context()
-                )
+                self._conn = http.client.HTTPSConnection(self.host, timeout=self.timeout, context=self.context)
             else:
                 self._conn = http.client.HTTPConnection(self.host, timeout=self.timeout)
         return self._conn
@@ -168,14 +153,21 @@ class RegistryClient:
         self.stats.retries += 1
         time.sleep(min(self.backoff * (2**attempt), self.max_backoff))
 
+    def _drain(self, resp: http.client.HTTPResponse) -> None:
+        """Read an answer we do not use; a long one costs the connection rather than the time to read it."""
+        resp.read(1 << 16)
+        if not resp.isclosed():
+            self.close()
+
     def _target(self, url: str) -> str:
         """A path+query on our registry from a relative or absolute URL (e.g. an upload Location)."""
         full = urllib.parse.urljoin(self.base + "/", url)
         parts = urllib.parse.urlsplit(full)
+        # the scheme is not compared: a registry behind a TLS proxy may name http; we stay on our connection
         if parts.netloc != self.host:
             raise RegistryError(
                 f"the registry sent us to another host: {parts.netloc}",
-                f"Location {url!r}",
+                f"Location {no_query(url)!r}",
                 "hermetic follows upload locations on the same registry only",
             )
         return parts.path + ("?" + parts.query if parts.query else "")
@@ -191,9 +183,13 @@ class RegistryClient:
         scopes: Sequence[str] = (),
         retry: bool = True,
         stream: bool = False,
-    ) -> _Response | http.client.HTTPResponse:
+        follow: bool = False,
+    ) -> _Response | _Stream:
+        """One request to the registry: authentication, retries of 5xx and dropped connections, and
+        (with follow, for blob GET/HEAD) redirects to the blob's storage."""
         ok = tuple(ok)
         target = self._target(url)
+        shown = f"{method} {self.base}{no_query(target)}"
         attempt = 0
         authed = False
         while True:
@@ -207,25 +203,35 @@ class RegistryClient:
                 conn.request(method, target, body=body, headers=hdrs)
                 resp = conn.getresponse()
                 if resp.status == 401 and not authed:
-                    resp.read()
-                    self._authenticate(resp.getheader("WWW-Authenticate") or "", scopes)
+                    self._drain(resp)
+                    self._authenticate(resp.getheader("WWW-Authenticate") or "", scopes, hdrs.get("Authorization", ""))
                     authed = True
                     continue
                 if resp.status in RETRY_STATUSES and retry and attempt < self.retries:
-                    resp.read()
+                    self._drain(resp)
                     self._sleep(attempt)
                     attempt += 1
                     continue
+                if follow and resp.status in REDIRECTS:
+                    location = resp.getheader("Location") or ""
+                    self._drain(resp)
+                    return self._follow(method, self.base + target, location, ok, stream)
                 if stream and resp.status in ok:
-                    return resp
-                data = resp.read()
+                    return _Stream(resp, None)
+                # a HEAD's Content-Length is the blob's, with no body to read
+                data = resp.read() if method == "HEAD" else read_body(resp, document_limit(), f"the answer to {shown}")
                 if resp.getheader("Connection", "").lower() == "close":
                     self.close()
             except ssl.SSLError as exc:
                 self.close()
                 raise RegistryError(
-                    f"TLS to {self.host} failed", str(exc), "for a plain-http registry on localhost pass --insecure"
+                    f"TLS to {self.host} failed",
+                    str(exc),
+                    f"if the registry uses a private certificate authority, {TRUST_CA}; {PLAIN_HTTP}",
                 ) from exc
+            except VerifyError:
+                self.close()  # an answer refused part way: the connection holds the rest
+                raise
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 if retry and attempt < self.retries:
@@ -233,44 +239,62 @@ class RegistryClient:
                     attempt += 1
                     continue
                 raise TransientRegistryError(
-                    f"{method} {self.base}{target.split('?')[0]} failed",
+                    f"{shown} failed",
                     f"{type(exc).__name__}: {exc}",
                     "check that the registry is up and reachable, then rerun; finished blobs are skipped",
                 ) from exc
             result = _Response(resp.status, resp.headers, data)
             if resp.status not in ok:
-                raise self._error(method, target, result)
+                raise error_for(method, f"{self.base}{target}", result)
             return result
 
-    def _error(self, method: str, target: str, resp: _Response) -> RegistryError:
-        detail = resp.body[:500].decode(errors="replace").strip()
-        try:
-            errors = json.loads(resp.body).get("errors") or []
-            detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors) or detail
-        except (ValueError, AttributeError):
-            pass
-        what = f"{method} {self.base}{target.split('?')[0]} answered {resp.status}"
-        if resp.status in RETRY_STATUSES:
-            return TransientRegistryError(
-                what, detail, "the registry is failing; rerun later, finished blobs are skipped"
-            )
-        if resp.status in (401, 403):
-            return RegistryError(
-                what,
-                detail or "access denied",
-                "log in (podman/skopeo login, docker login) or set HERMETIC_REGISTRY_USER and HERMETIC_REGISTRY_PASSWORD",
-            )
-        if resp.status == 404 and "/blobs/" in target:
-            return RegistryError(
-                what,
-                detail or "the blob is not in the repository",
-                "the registry lacks a blob that the image's manifest names: push the image again "
-                "(`hermetic push LAYOUT REF` uploads only what is missing)",
-            )
-        return RegistryError(what, detail, "")
+    def _follow(self, method: str, current: str, location: str, ok: tuple[int, ...], stream: bool) -> _Response | _Stream:
+        """Follow the redirects of a blob GET/HEAD to its storage: https only (http with --insecure),
+        at most MAX_REDIRECTS hops, the Authorization header only to the registry itself."""
+        for _ in range(MAX_REDIRECTS):
+            if not location:
+                raise RegistryError(
+                    f"{method} {no_query(current)} answered a redirect without a Location", "",
+                    "the registry is misconfigured; ask its operator",
+                )
+            url = checked_url(urllib.parse.urljoin(current, location), insecure=self.insecure, what="the blob redirect to")
+            same = (url.scheme, url.netloc) == (self.scheme, self.host)
+            headers = {"Authorization": self._auth_header} if same and self._auth_header else {}
+            try:
+                conn, resp = send_once(url, method, headers, self.context, self.timeout)
+            except ssl.SSLError as exc:
+                raise RegistryError(
+                    f"TLS to {url.netloc} failed (the registry sent the blob download there)",
+                    str(exc),
+                    f"if that storage uses a private certificate authority, {TRUST_CA}",
+                ) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                raise _StorageFailed(f"{method} {no_query(str(url))} failed", f"{type(exc).__name__}: {exc}", "rerun") from exc
+            current = str(url)
+            if resp.status in REDIRECTS:
+                location = resp.getheader("Location") or ""
+                conn.close()
+                continue
+            if stream and resp.status in ok:
+                return _Stream(resp, conn)
+            try:
+                body = resp.read() if method == "HEAD" else read_body(resp, document_limit(), f"the answer of {url.netloc}")
+                result = _Response(resp.status, resp.headers, body)
+            finally:
+                conn.close()
+            if resp.status in RETRY_STATUSES:
+                raise _StorageFailed(f"{method} {no_query(current)} answered {resp.status}", "", "rerun later")
+            if resp.status not in ok:
+                raise error_for(method, current, result)
+            return result
+        raise RegistryError(
+            f"{method} of a blob was redirected more than {MAX_REDIRECTS} times",
+            f"the last hop was {no_query(current)}",
+            "the registry or its storage is misconfigured (a redirect loop); ask its operator",
+        )
 
     # -- authentication ---------------------------------------------------------
-    def _authenticate(self, challenge: str, scopes: Sequence[str]) -> None:
+    def _authenticate(self, challenge: str, scopes: Sequence[str], sent: str) -> None:
         scheme, params = parse_challenge(challenge)
         if scheme == "basic":
             if not self.credentials:
@@ -279,55 +303,26 @@ class RegistryClient:
                     "it asked for Basic authentication and no credentials were found",
                     "log in with `podman login`/`skopeo login`/`docker login`, or set HERMETIC_REGISTRY_USER and HERMETIC_REGISTRY_PASSWORD",
                 )
-            user, password = self.credentials
-            self._auth_header = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            self._auth_header = basic(self.credentials)
             return
         if scheme == "bearer":
+            if sent.startswith("Bearer "):
+                self.tokens.forget(sent.removeprefix("Bearer "))  # expired or revoked: ask again once
             challenged = params["scope"].split(" ") if params.get("scope") else []
-            wanted = list(dict.fromkeys([*self.scopes, *challenged, *scopes]))
-            key = " ".join(sorted(wanted))
-            if key not in self._tokens:
-                self._tokens[key] = self._fetch_token(params, wanted)
-            self._auth_header = "Bearer " + self._tokens[key]
+            wanted = merge_scopes([*self.scopes, *challenged, *scopes])
+            self._auth_header = "Bearer " + self.tokens.token(params, wanted)
             return
         raise RegistryError(
             f"{self.registry} asked for unsupported authentication {scheme or '(none)'!r}",
-            f"WWW-Authenticate: {challenge!r}",
+            f"WWW-Authenticate: {challenge[:200]!r}",
             "hermetic supports Basic and Bearer token authentication",
         )
 
-    def _fetch_token(self, params: Mapping[str, str], scopes: Sequence[str]) -> str:
-        realm = params.get("realm")
-        if not realm:
-            raise RegistryError(f"{self.registry} sent a Bearer challenge without a realm", "", "")
-        query = [("service", params["service"])] if params.get("service") else []
-        query += [("scope", s) for s in scopes]
-        url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
-        req = urllib.request.Request(url)
-        if self.credentials:
-            user, password = self.credentials
-            req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                data = json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            raise RegistryError(
-                f"the token service {realm} refused us ({exc.code})",
-                exc.read()[:300].decode(errors="replace"),
-                "check the credentials (HERMETIC_REGISTRY_USER/PASSWORD or the containers auth file)",
-            ) from exc
-        except (OSError, ValueError) as exc:
-            raise TransientRegistryError(
-                f"cannot get a token from {realm}", str(exc), "check the network and rerun"
-            ) from exc
-        token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
-        if not token:
-            raise RegistryError(f"the token service {realm} sent no token", "", "")
-        return str(token)
-
     # -- blobs --------------------------------------------------------------------
     def blob_exists(self, repo: str, digest: str) -> bool:
-        resp = self.request("HEAD", f"/v2/{repo}/blobs/{digest}", ok=(200, 404), scopes=[f"repository:{repo}:pull"])
+        resp = self.request(
+            "HEAD", f"/v2/{repo}/blobs/{digest}", ok=(200, 404), scopes=[f"repository:{repo}:pull"], follow=True
+        )
         return resp.status == 200
 
     def _start_upload(self, repo: str, scopes: Sequence[str], query: str = "") -> _Response:
@@ -361,7 +356,7 @@ class RegistryClient:
                 if not location:
                     location = self._start_upload(repo, scopes).header("Location")
                 if not location:
-                    raise RegistryError(f"{self.registry} started an upload without a Location", "", "")
+                    raise RegistryError(f"{self.registry} started an upload without a Location", "", "the registry does not follow the distribution spec; ask its operator")
                 self._upload(location, desc, path, chunk_size, label)
                 self.stats.uploaded.append(desc.digest)
                 return
@@ -412,7 +407,7 @@ class RegistryClient:
                 resp = self.request("PATCH", location, body=chunk, headers=hdrs, ok=(202, 416), retry=False)
                 assert isinstance(resp, _Response)
                 if resp.status == 416:
-                    raise TransientRegistryError("the registry lost track of the upload", "416 on PATCH", "")
+                    raise TransientRegistryError("the registry lost track of the upload", "416 on PATCH", "rerun the push")
             except TransientRegistryError:
                 failures += 1
                 if failures > self.retries:
@@ -435,7 +430,7 @@ class RegistryClient:
         try:
             last = int(end)
         except ValueError:
-            raise TransientRegistryError("the registry sent no upload range", resp.header("Range"), "") from None
+            raise TransientRegistryError("the registry sent no upload range", resp.header("Range"), "rerun the push") from None
         # "0-0" means nothing or one byte; a PATCH from 0 then gets 416 and the blob starts over
         offset = last + 1 if last > 0 else 0
         return resp.header("Location") or location, offset
@@ -448,37 +443,25 @@ class RegistryClient:
             tmp = dest.with_name(f".{dest.name}.part")
             try:
                 resp = self.request(
-                    "GET", f"/v2/{repo}/blobs/{desc.digest}", ok=(200,), scopes=[f"repository:{repo}:pull"], stream=True
+                    "GET", f"/v2/{repo}/blobs/{desc.digest}", ok=(200,), scopes=[f"repository:{repo}:pull"],
+                    stream=True, follow=True,
                 )
-                h = hashlib.sha256()
-                size = 0
-                self.progress.start(label, desc.size)
-                if isinstance(resp, _Response):  # not reached: stream=True returns the raw response
-                    raise RegistryError("internal: expected a streamed response", "", "")
-                with open(tmp, "wb") as out:
-                    while block := resp.read(1 << 20):
-                        h.update(block)
-                        size += len(block)
-                        if size > desc.size:
-                            break
-                        out.write(block)
-                        self.progress.update(size)
-                if size != desc.size or "sha256:" + h.hexdigest() != desc.digest:
-                    self.close()
-                    raise VerifyError(
-                        f"blob {desc.digest} from {self.registry}/{repo} does not match its digest",
-                        f"received {size} bytes (expected {desc.size}) with digest sha256:{h.hexdigest()}",
-                        "the registry serves damaged data; nothing was kept",
-                    )
-                self.progress.finish()
+                if isinstance(resp, _Response):  # not reached: stream=True returns a stream
+                    raise RegistryError("internal: expected a streamed response", "", "report this as a bug of hermetic")
+                try:
+                    self._download(resp, desc, tmp, f"{self.registry}/{repo}", label)
+                finally:
+                    resp.close()
                 os.replace(tmp, dest)
                 return
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, http.client.HTTPException, _StorageFailed) as exc:
                 self.close()
                 tmp.unlink(missing_ok=True)
                 if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                     raise disk_full(str(dest), exc) from exc  # retrying cannot help
                 if attempt == self.retries:
+                    if isinstance(exc, _StorageFailed):
+                        raise
                     raise TransientRegistryError(
                         f"downloading {desc.digest} failed", str(exc), "rerun the pull"
                     ) from exc
@@ -486,6 +469,28 @@ class RegistryClient:
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
+
+    def _download(self, resp: _Stream, desc: Descriptor, tmp: Path, where: str, label: str) -> None:
+        h = hashlib.sha256()
+        size = 0
+        self.progress.start(label, desc.size)
+        with open(tmp, "wb") as out:
+            while block := resp.read(1 << 20):
+                h.update(block)
+                size += len(block)
+                if size > desc.size:
+                    break
+                out.write(block)
+                self.progress.update(size)
+        if size != desc.size or "sha256:" + h.hexdigest() != desc.digest:
+            self.close()
+            raise VerifyError(
+                f"blob {desc.digest} from {where} does not match its digest",
+                f"received {'more than ' if size > desc.size else ''}{size} bytes (expected {desc.size}) "
+                f"with digest sha256:{h.hexdigest()}",
+                "the registry (or the storage it redirected to) serves damaged data; nothing was kept",
+            )
+        self.progress.finish()
 
     # -- manifests --------------------------------------------------------------
     def get_manifest(self, repo: str, reference: str) -> tuple[str, bytes]:
@@ -498,13 +503,14 @@ class RegistryClient:
         )
         assert isinstance(resp, _Response)
         if resp.status == 404:
-            raise self._manifest_not_found(repo, reference, resp)
+            raise manifest_not_found(self.registry, repo, reference, resp.body, self.list_tags)
         media_type = resp.header("Content-Type").split(";")[0].strip()
-        try:
-            doc = json.loads(resp.body)
-        except ValueError as exc:
-            raise VerifyError(f"manifest {repo}:{reference} is not JSON", str(exc), "") from exc
-        media_type = str(doc.get("mediaType") or media_type) if isinstance(doc, dict) else media_type
+        doc = parse_json(resp.body, f"manifest {self.registry}/{repo}:{reference}")
+        if not isinstance(doc, dict):
+            raise VerifyError(
+                f"manifest {self.registry}/{repo}:{reference} is not a JSON object", "", "the registry serves damaged data"
+            )
+        media_type = str(doc.get("mediaType") or media_type)
         return media_type, resp.body
 
     def list_tags(self, repo: str) -> list[str] | None:
@@ -513,49 +519,11 @@ class RegistryClient:
         assert isinstance(resp, _Response)
         if resp.status == 404:
             return None
-        try:
-            tags = json.loads(resp.body).get("tags") or []
-        except (ValueError, AttributeError) as exc:
-            raise RegistryError(f"{self.registry}/{repo}: the tag list is not JSON", str(exc), "") from exc
-        return [str(t) for t in tags]
-
-    def _manifest_not_found(self, repo: str, reference: str, resp: _Response) -> RegistryError:
-        """A 404 on a manifest, told apart: no such repository, no such tag, or no such digest.
-
-        The distribution spec's error codes say which (NAME_UNKNOWN, MANIFEST_UNKNOWN); registries
-        that answer MANIFEST_UNKNOWN for both are asked for the repository's tag list.
-        """
-        codes = _error_codes(resp.body)
-        name = f"{self.registry}/{repo}"
-        asked = f"GET /v2/{repo}/manifests/{reference} answered 404" + (f" ({', '.join(codes)})" if codes else "")
-        tags: list[str] | None = []
-        if "NAME_UNKNOWN" in codes:
-            tags = None
-        else:
-            try:
-                tags = self.list_tags(repo)
-            except RegistryError:
-                tags = []  # the tag list is private or broken: say what we know
-        if tags is None:
-            return RegistryError(
-                f"repository {name} does not exist",
-                f"{asked}; the registry does not know the repository {repo!r}",
-                f"check the repository name (a typo, or a missing org/ prefix?), or push the image first: "
-                f"hermetic push LAYOUT {name}:TAG",
-            )
-        if reference.startswith("sha256:"):
-            return RegistryError(
-                f"{name} has no manifest {reference}",
-                asked,
-                f"check the digest (`hermetic inspect {name}:TAG` prints the digest of a tag), or pull by tag",
-            )
-        have = ", ".join(sorted(tags)[:20]) + (f", … ({len(tags)} in all)" if len(tags) > 20 else "")
-        return RegistryError(
-            f"{name} has no tag {reference!r}",
-            f"{asked}; the repository exists" + (f" and has the tags: {have}" if tags else ""),
-            (f"pull one of its tags (e.g. {name}:{sorted(tags)[0]}), or " if tags else "")
-            + f"push the image under this tag first: hermetic push LAYOUT {name}:{reference}",
-        )
+        doc = parse_json(resp.body, f"the tag list of {self.registry}/{repo}")
+        tags = doc.get("tags") if isinstance(doc, dict) else None
+        if not isinstance(tags, list) and tags is not None:
+            raise RegistryError(f"{self.registry}/{repo}: the tag list is not a list", "", "the registry serves damaged data; ask its operator")
+        return [str(t) for t in tags or []]
 
     def manifest_exists(self, repo: str, reference: str) -> bool:
         resp = self.request(

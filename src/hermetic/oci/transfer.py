@@ -20,20 +20,22 @@ from ..errors import RegistryError, UsageError, VerifyError
 from ..staging import staged_dir
 from .layout import (
     INDEX_TYPES,
+    MALFORMED,
     MANIFEST_TYPES,
     REF_NAME,
     Descriptor,
     Layout,
     LayoutRef,
-    _replace_dir,
     check_platform,
     host_arch,
     pick_root,
+    replacer,
     select_manifest,
     sha256_digest,
 )
 from .reference import Reference
 from .registry import DEFAULT_CHUNK, RegistryClient, Stats
+from .transport import document_limit, too_large
 
 # -- push and pull ------------------------------------------------------------------
 
@@ -99,7 +101,9 @@ def push_layout(
     return PushResult(ref, root.digest, client.stats)
 
 
-def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | None = None) -> Descriptor:
+def pull_layout(
+    client: RegistryClient, ref: Reference, dest: Path, arch: str | None = None, option: str = "--layout"
+) -> Descriptor:
     """Pull one platform's image into an OCI layout at dest (written beside it, moved into place)."""
     repo = ref.repository
     media_type, body = client.get_manifest(repo, ref.reference)
@@ -111,7 +115,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
             "the registry serves damaged data; nothing was kept",
         )
     dest = dest.absolute()
-    with staged_dir(dest, _replace_dir) as tmpdir:
+    with staged_dir(dest, replacer(option)) as tmpdir:
         layout = Layout(tmpdir)
         layout.init()
         platform = None
@@ -144,15 +148,17 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
             digest = sha256_digest(body)
             if digest != chosen.digest:
                 raise VerifyError(
-                    f"manifest {chosen.digest} of {ref} does not match its digest", f"received {digest}", ""
+                    f"manifest {chosen.digest} of {ref} does not match its digest", f"received {digest}", "the registry serves damaged data; nothing was kept"
                 )
             layout.blob_path(index.digest).unlink()
         if media_type not in MANIFEST_TYPES:
-            raise VerifyError(f"{ref} is a {media_type!r}, not an image", "", "")
+            raise VerifyError(f"{ref} is a {media_type[:80]!r}, not an image", "", "pull an image (a manifest or an index of them)")
         layout.put_bytes(body)
         manifest = Descriptor(media_type, digest, len(body))
         children = layout.children(manifest)
         # the config first: it says what platform this is before any layer is downloaded
+        if children[0].size > document_limit():
+            raise too_large(f"the image config of {ref}", children[0].size, document_limit())
         client.fetch_blob(repo, children[0], layout.blob_path(children[0].digest))
         config = layout.read_json(children[0])
         check_platform(config, want, "linux", str(ref))
@@ -167,7 +173,7 @@ def pull_layout(client: RegistryClient, ref: Reference, dest: Path, arch: str | 
     return final
 
 
-def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descriptor:
+def pull_local(source: LayoutRef, dest: Path, arch: str | None = None, option: str = "--layout") -> Descriptor:
     """One platform's image of a local layout, copied into a new layout at dest: the twin of pull_layout.
 
     The same checks as a registry pull: every blob is hashed as it is copied, the
@@ -178,13 +184,19 @@ def pull_local(source: LayoutRef, dest: Path, arch: str | None = None) -> Descri
     root = pick_root(src, source.tag or None)
     manifest = select_manifest(src, root, arch)
     if manifest.media_type not in MANIFEST_TYPES:
-        raise VerifyError(f"{source} is a {manifest.media_type!r}, not an image", "", "")
+        raise VerifyError(f"{source} is a {manifest.media_type[:80]!r}, not an image", "", "pull an image (a manifest or an index of them)")
     if root.media_type in INDEX_TYPES:
         plat = dict(manifest.platform or {})
     else:
         plat = {}
     dest = dest.absolute()
-    with staged_dir(dest, _replace_dir) as tmpdir:
+    if dest.exists() and dest.resolve() == source.path.resolve():
+        raise UsageError(
+            f"{dest} is the layout being pulled from",
+            "pulling a layout onto itself would replace the source with a copy of part of it",
+            f"choose another {option} directory",
+        )
+    with staged_dir(dest, replacer(option)) as tmpdir:
         out = Layout(tmpdir)
         out.init()
         body = src.read_blob(manifest)  # verified against the digest the index names
@@ -237,9 +249,9 @@ def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[
     try:
         ids = [str(d) for d in config["rootfs"]["diff_ids"]]
     except (KeyError, TypeError) as exc:
-        raise VerifyError("image config has no rootfs.diff_ids", str(exc), "") from exc
+        raise VerifyError("image config has no rootfs.diff_ids", str(exc), MALFORMED) from exc
     if len(ids) != len(layers):
-        raise VerifyError("image config and manifest disagree", f"{len(ids)} diff_ids for {len(layers)} layers", "")
+        raise VerifyError("image config and manifest disagree", f"{len(ids)} diff_ids for {len(layers)} layers", MALFORMED)
     for layer, expected in zip(layers, ids, strict=True):
         actual = layer_diff_id(layout.blob_path(layer.digest), layer.media_type)
         if actual != expected:

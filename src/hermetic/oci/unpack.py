@@ -1,10 +1,13 @@
 """Safe unpacking of image layers, and checking an unpacked tree against its build record.
 
 A layer is hostile until proven otherwise: every member is checked before
-anything is created, entries never go through symlinks, links may not leave
-the root, and special files are refused. Everything lands in a temp directory
-beside DIR, which replaces DIR only when every layer is in and verified, so a
-failure leaves nothing behind.
+anything is created, entries never go through symlinks, and special files are
+refused. Symlinks are resolved as a container runtime resolves them (an
+absolute target starts at the image's root) and refused when that would climb
+out of the root. setuid/setgid bits are cleared with a warning: the files
+belong to whoever unpacks them. Everything lands in a temp directory beside
+DIR, which replaces DIR only when every layer is in and verified, so a failure
+leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -62,12 +65,15 @@ def _hostile(member: str, why: str) -> VerifyError:
     )
 
 
+def is_root(name: str) -> bool:
+    """`.` or `./`: the root itself, as `tar -C root -c .` writes it first."""
+    return not name.startswith("/") and not [p for p in name.split("/") if p not in ("", ".")]
+
+
 def clean_name(name: str) -> str:
     """The member name as a relative path inside the root, or a refusal."""
     if name.startswith("/"):
         raise _hostile(name, "absolute path")
-    while name.startswith("./"):
-        name = name[2:]
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if not parts:
         raise _hostile(name, "empty path")
@@ -83,12 +89,51 @@ def _inside(rel: str) -> bool:
     return norm != ".." and not norm.startswith("../") and not norm.startswith("/")
 
 
+MAX_LINKS = 40  # as Linux's path walk
+
+
+def resolve_in_root(root: Path, rel: str) -> str:
+    """Where `rel` leads inside root when symlinks are followed as a container runtime follows them:
+    an absolute target starts again at root. Raises ValueError when the walk would climb above root
+    (on this machine the link would then leave the tree) or meets more than MAX_LINKS links."""
+    todo = [p for p in reversed(rel.split("/"))]
+    done: list[str] = []
+    links = 0
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                raise ValueError("it climbs above the root")
+            done.pop()
+            continue
+        here = root.joinpath(*done, part)
+        try:
+            st = here.lstat()
+        except (FileNotFoundError, NotADirectoryError):
+            done.append(part)  # dangling from here on: the rest is only words
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            done.append(part)
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise ValueError(f"more than {MAX_LINKS} symlinks in a row (a loop)")
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        todo.extend(reversed(target.split("/")))
+    return "/".join(done)
+
+
 class _Extractor:
     def __init__(self, root: Path, shown: Path | None = None) -> None:
         self.root = root
         self.shown = shown or root  # where the user will find the tree, for messages
         self.dir_modes: dict[str, tuple[int, int]] = {}
         self.links: list[str] = []
+        self.set_id: list[str] = []  # entries whose setuid/setgid bits were cleared
 
     def _no_symlink_parents(self, rel: str, member: str) -> None:
         cur = self.root
@@ -119,6 +164,10 @@ class _Extractor:
             path.unlink()
 
     def member(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        if is_root(m.name):
+            if not m.isdir():
+                raise _hostile(m.name, "the root of the layer is not a directory")
+            return  # the root is made by hermetic, with mode 0755
         rel = clean_name(m.name)
         self._no_symlink_parents(rel, m.name)
         base = posixpath.basename(rel)
@@ -129,9 +178,10 @@ class _Extractor:
             raise _hostile(m.name, "device nodes and fifos are not allowed in a layer")
         if m.issym():
             target = m.linkname
-            if not target or target.startswith("/"):
-                raise _hostile(m.name, f"symlink target {target!r} is absolute or empty")
-            if "\x00" in target or not _inside(posixpath.join(posixpath.dirname(rel), target)):
+            if not target or "\x00" in target:
+                raise _hostile(m.name, f"symlink target {target!r} is empty or has a NUL")
+            # absolute targets are resolved from the image's root, checked once every layer is in
+            if not target.startswith("/") and not _inside(posixpath.join(posixpath.dirname(rel), target)):
                 raise _hostile(m.name, f"symlink target {target!r} leaves the root")
         elif m.islnk():
             try:
@@ -143,7 +193,9 @@ class _Extractor:
 
         path = self.root / rel
         self._make_parents(rel)
-        mode = m.mode & 0o777
+        if m.mode & 0o6000 and not m.issym():
+            self.set_id.append(rel)
+        mode = m.mode & (0o1777 if m.isdir() else 0o777)  # a directory keeps its sticky bit (tmp/)
         if m.isdir():
             try:
                 if not path.is_dir() or path.is_symlink():
@@ -194,14 +246,14 @@ class _Extractor:
         self._clear(self.root / victim)
 
     def finish(self) -> None:
-        real_root = os.path.realpath(self.root)
         for rel in self.links:
             p = self.root / rel
             if not p.is_symlink():
                 continue
-            resolved = os.path.realpath(p)
-            if resolved != real_root and not resolved.startswith(real_root + os.sep):
-                raise _hostile(rel, f"symlink resolves to {resolved}, outside the root")
+            try:
+                resolve_in_root(self.root, rel)
+            except ValueError as exc:
+                raise _hostile(rel, f"symlink to {os.readlink(p)!r}: {exc}") from None
         for rel in sorted(self.dir_modes, key=lambda r: -r.count("/")):
             mode, mtime = self.dir_modes[rel]
             p = self.root / rel
@@ -305,8 +357,11 @@ def layer_diff_id(blob: Path, media_type: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def extract_layer(root: Path, blob: Path, media_type: str, diff_id: str | None, shown: Path | None = None) -> None:
-    """Extract one layer into root, hashing the tar stream and checking it against diff_id."""
+def extract_layer(
+    root: Path, blob: Path, media_type: str, diff_id: str | None, shown: Path | None = None
+) -> list[str]:
+    """Extract one layer into root, hashing the tar stream and checking it against diff_id; returns the
+    entries whose setuid/setgid bits were cleared."""
     ext = _Extractor(root, shown)
     with _open_layer(blob, media_type) as raw:
         reader = _HashingReader(raw)
@@ -328,6 +383,29 @@ def extract_layer(root: Path, blob: Path, media_type: str, diff_id: str | None, 
             "the image is damaged or inconsistent; rebuild or pull it again",
         )
     ext.finish()
+    return ext.set_id
+
+
+def check_links(root: Path) -> None:
+    """Every symlink of the whole tree, once all layers are in: a later layer may have changed what an
+    earlier link goes through."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            if path.is_symlink():
+                rel = path.relative_to(root).as_posix()
+                try:
+                    resolve_in_root(root, rel)
+                except ValueError as exc:
+                    raise _hostile(rel, f"symlink to {os.readlink(path)!r}: {exc}") from None
+
+
+def _set_id_warning(entries: list[str]) -> str:
+    shown = ", ".join(entries[:5]) + (f", … ({len(entries)} in all)" if len(entries) > 5 else "")
+    return (
+        f"warning: cleared the setuid/setgid bits of {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+        f"({shown}): hermetic never unpacks set-id files, since they would belong to whoever unpacks them"
+    )
 
 
 def unpack_layout(
@@ -336,8 +414,10 @@ def unpack_layout(
     ref_name: str | None = None,
     arch: str | None = None,
     progress: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Descriptor:
-    """Unpack the image's layers into dest atomically; returns the manifest used."""
+    """Unpack the image's layers into dest atomically; returns the manifest used. `warn` hears of
+    what was changed on the way (setuid/setgid bits cleared)."""
     root = pick_root(layout, ref_name)
     manifest = select_manifest(layout, root, arch)
     layout.verify_blob_file(manifest)
@@ -356,11 +436,15 @@ def unpack_layout(
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.unpack-", dir=dest.parent))
+    set_id: list[str] = []
     try:
         for layer, diff_id in zip(layers, diff_ids, strict=True):
             if progress:
                 progress(f"unpacking {layer.digest[:19]}… ({layer.size / 1e6:.1f} MB)")
-            extract_layer(tmp, layout.blob_path(layer.digest), layer.media_type, diff_id, shown=dest)
+            set_id += extract_layer(tmp, layout.blob_path(layer.digest), layer.media_type, diff_id, shown=dest)
+        check_links(tmp)
+        if set_id and warn is not None:
+            warn(_set_id_warning(sorted(set(set_id))))
         os.chmod(tmp, 0o755)
         if dest.is_dir():
             dest.rmdir()

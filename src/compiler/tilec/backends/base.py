@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from .. import native
-from ..cache import digest_json
+from ..cache.format import digest_json
 from ..errors import CompileError, TargetError
 from ..kernel import CompiledKernel, CompileOptions, Metadata, Stage, StageContext
 from ..launch import Signature
@@ -135,7 +135,14 @@ class Backend(abc.ABC):
 @functools.lru_cache(maxsize=256)
 def _options_digest(backend: str, options_class: Hashable, items: Hashable) -> str | None:
     parsed = parse_options(backend, options_class, cast(tuple[tuple[str, Any], ...], items))
-    return None if parsed is None else digest_json(dataclasses.asdict(parsed))
+    if parsed is None:
+        return None
+    fields = dataclasses.asdict(parsed)
+    # Options whose effect the backend keys itself, resolved (`Backend.cache_key`): the cuda
+    # backend's `assembler`, so that `auto` and the assembler it picks share entries.
+    for name in getattr(parsed, "KEYED_BY_BACKEND", ()):
+        fields.pop(name, None)
+    return digest_json(fields)
 
 
 @functools.lru_cache(maxsize=256)

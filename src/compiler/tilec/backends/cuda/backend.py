@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ... import native
 from ...errors import CudaError, TargetError, ToolError, ToolNotFoundError
@@ -24,9 +24,10 @@ from ...launch import Dim3
 from ...settings import Settings
 from ..base import Backend, Target, front_end
 from . import arch as sm
-from . import driver, nvjitlink, toolchain
+from . import cubin as elf
+from . import driver, nvjitlink, nvptxcompiler, toolchain
 from .launch import native_launcher, pack_args
-from .options import CudaMetadata, CudaOptions
+from .options import ASSEMBLERS, CudaMetadata, CudaOptions
 from .ptxas import Resources, assemble, parse_verbose
 
 TRIPLE = native.NVPTX_TRIPLE
@@ -61,7 +62,10 @@ class CudaKernel(CompiledKernel):
             if loaded is None:
                 cubin = self.asm.get("cubin")
                 if cubin:
-                    module = driver.load_module(cubin, is_ptx=False)
+                    try:
+                        module = driver.load_module(cubin, is_ptx=False)
+                    except CudaError as exc:
+                        raise self._load_error(exc) from None
                 else:
                     module = driver.load_module(self.asm["ptx"].encode(), is_ptx=True)
                 function = driver.get_function(module, self.name)
@@ -72,6 +76,24 @@ class CudaKernel(CompiledKernel):
                 if self._metadata is not None:
                     _fill_from_function(self._metadata, function)
         return ctx, loaded[1]
+
+    def _load_error(self, exc: CudaError) -> CudaError:
+        """The driver's refusal of the cubin, saying so where its assembler is newer than the
+        driver (read from the metadata only now: a hit's first launch parses no JSON)."""
+        md = _md(self.metadata)
+        release = md.nvptxcompiler_version or md.ptxas_version or md.nvjitlink_version
+        try:
+            why = driver.too_new(release, driver.driver_version())
+        except CudaError:
+            why = None
+        if why is None:
+            return exc
+        return CudaError(
+            exc.call, exc.code, exc.name,
+            f"{why} ({md.assembler} made it): update the NVIDIA driver, or compile with an "
+            "assembler of the driver's CUDA release (TILEC_PTXAS, or an nvidia-nvptxcompiler "
+            "that old)",
+        )  # fmt: skip
 
     def _metadata_made(self, metadata: Metadata) -> None:
         with self._lock:
@@ -227,9 +249,26 @@ class CudaBackend(Backend):
             "ptx": self._ptx,
         }
         own = self.options(options)
-        if own.use_ptxas and (own.assembler == "nvjitlink" or self.ptxas(settings) is not None):
-            stages["cubin"] = self._cubin
+        if own.use_ptxas:
+            name = self.assembler(target, own, settings).name
+            if name != "ptxas" or self.ptxas(settings) is not None:
+                stages["cubin"] = self._cubin
         return stages
+
+    @staticmethod
+    def assembler(
+        target: Target, own: CudaOptions, settings: Settings, tools: dict[str, Any] | None = None
+    ) -> Choice:
+        """Which assembler makes the cubin, and why where `auto` chose (see Choice); `tools`:
+        the tools' identity where the caller has it (each asking stats every watched path)."""
+        asked = own.assembler or settings.assembler
+        if asked not in ASSEMBLERS:
+            raise TargetError(
+                f"TILEC_ASSEMBLER must be one of {', '.join(ASSEMBLERS)}, got {asked!r}"
+            )
+        if asked != "auto":
+            return Choice(asked)
+        return _auto(target, tools if tools is not None else toolchain.identity(settings))
 
     def _llir_opt(self, src: str, ctx: StageContext) -> str:
         md, opts, target = _md(ctx.metadata), ctx.options, ctx.target
@@ -252,20 +291,17 @@ class CudaBackend(Backend):
     def _cubin(self, src: str, ctx: StageContext) -> bytes:
         md, opts = _md(ctx.metadata), ctx.options
         own = self.options(opts)
-        md.assembler = own.assembler
-        if own.assembler == "nvjitlink":
+        level = min(opts.opt_level, 3)
+        choice = self.assembler(ctx.target, own, ctx.settings)
+        md.assembler, md.assembler_note = choice.name, choice.note
+        if choice.name == "nvjitlink":
             md.nvjitlink_version = nvjitlink.version()
-            cubin, log = nvjitlink.assemble(
-                src, ctx.target.arch, own.ptxas_options, min(opts.opt_level, 3)
-            )
+            cubin, log = nvjitlink.assemble(src, ctx.target.arch, own.ptxas_options, level)
+        elif choice.name == "nvptxcompiler":
+            cubin, log = self._nvptxcompiler(src, ctx, own, choice)
         else:
-            ptxas = self.ptxas(ctx.settings)
-            assert ptxas is not None
-            md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
-            cubin, log = assemble(
-                ptxas.path, src, ctx.target.arch, own.ptxas_options, min(opts.opt_level, 3)
-            )
-        md.ptxas_log = log
+            cubin, log = self._ptxas(src, ctx, own)
+        md.ptxas_log = f"tilec: {md.assembler_note}\n{log}" if md.assembler_note else log
         res: Resources | None = parse_verbose(log).get(md.name)
         if res is not None:
             md.registers = res.registers
@@ -274,6 +310,50 @@ class CudaBackend(Backend):
             md.spill_loads = res.spill_loads
             md.stack_bytes = res.stack_bytes
         return cubin
+
+    def _ptxas(self, src: str, ctx: StageContext, own: CudaOptions) -> tuple[bytes, str]:
+        md = _md(ctx.metadata)
+        ptxas = self.ptxas(ctx.settings)
+        if ptxas is None:
+            raise ToolNotFoundError(
+                "PTX -> cubin needs ptxas (CUDA toolkit bin/, PATH, CUDA_HOME, TILEC_PTXAS, or "
+                "pip install nvidia-cuda-nvcc) or assembler='nvptxcompiler'"
+            )
+        md.ptxas, md.ptxas_version = str(ptxas.path), ptxas.version
+        level = min(ctx.options.opt_level, 3)
+        return assemble(ptxas.path, src, ctx.target.arch, own.ptxas_options, level)
+
+    def _nvptxcompiler(
+        self, src: str, ctx: StageContext, own: CudaOptions, choice: Choice
+    ) -> tuple[bytes, str]:
+        """In process; under `auto` a shim that cannot be built falls back to ptxas, and with
+        TILEC_ASSEMBLER_CHECK=1 a cubin whose sections differ from ptxas's gives way to it."""
+        md, settings = _md(ctx.metadata), ctx.settings
+        level = min(ctx.options.opt_level, 3)
+        lib = nvptxcompiler_library(settings)
+        try:
+            shim = nvptxcompiler.load(lib, settings, toolchain.memo_dir(settings))
+        except (ToolError, ToolNotFoundError) as exc:
+            if not choice.auto or self.ptxas(settings) is None:
+                raise  # named, or nothing to fall back to: the shim's own error says what to do
+            md.assembler = "ptxas"
+            md.assembler_note = f"{choice.note}; fell back to ptxas: {str(exc).splitlines()[0]}"
+            return self._ptxas(src, ctx, own)
+        md.nvptxcompiler_version = lib.version
+        arch = ctx.target.arch
+        cubin, log = nvptxcompiler.assemble(shim, lib, src, arch, own.ptxas_options, level)
+        if choice.auto and settings.assembler_check and self.ptxas(settings) is not None:
+            theirs, their_log = self._ptxas(src, ctx, own)
+            differ = elf.differing_sections(cubin, theirs)
+            if differ:
+                md.assembler = "ptxas"
+                md.assembler_note = (
+                    f"{choice.note}; its cubin differed from ptxas's in {', '.join(differ)}: "
+                    "ptxas's is used"
+                )
+                return theirs, their_log
+            md.assembler_note = f"{choice.note}; checked: the same sections as ptxas's"
+        return cubin, log
 
     # -- tools -----------------------------------------------------------------
     @staticmethod
@@ -286,12 +366,16 @@ class CudaBackend(Backend):
     def cache_key(self, target: Target, options: CompileOptions, settings: Settings) -> Any:
         own = self.options(options)
         tools = toolchain.identity(settings)
-        nvjitlink_version = None
-        if own.use_ptxas and own.assembler == "nvjitlink":
-            nvjitlink_version = nvjitlink.version()  # raises, saying what to install, if absent
+        name = self.assembler(target, own, settings, tools).name if own.use_ptxas else None
+        nvptxc = tools["nvptxcompiler"]
+        check = name == "nvptxcompiler" and settings.assembler_check
         return {
-            "ptxas": tools["ptxas"] if own.use_ptxas and own.assembler == "ptxas" else None,
-            "nvjitlink": nvjitlink_version,
+            "assembler": name,
+            "ptxas": tools["ptxas"] if name == "ptxas" or check else None,
+            # raises, saying what to install, where it is absent
+            "nvjitlink": nvjitlink.version() if name == "nvjitlink" else None,
+            "nvptxcompiler": nvptxc[1:] if name == "nvptxcompiler" and nvptxc else None,
+            "check": check,
             "libdevice": tools["libdevice"],
         }
 
@@ -299,7 +383,7 @@ class CudaBackend(Backend):
         self, target: Target, options: CompileOptions, settings: Settings
     ) -> list[list[Any]] | None:
         own = self.options(options)
-        if own.use_ptxas and own.assembler == "nvjitlink":
+        if own.use_ptxas and (own.assembler or settings.assembler) == "nvjitlink":
             return None  # nvJitLink's library is not watched: its version is asked again
         record = toolchain.identity(settings)
         if record["ptxas"] is None or record["libdevice"] is None:
@@ -312,3 +396,50 @@ class CudaBackend(Backend):
             return {}
         settings = kernel.settings or Settings.from_env()
         return {"sass": lambda: disassemble(settings, kernel.asm["cubin"])}
+
+
+class Choice(NamedTuple):
+    """The assembler of a compile: "ptxas", "nvptxcompiler" or "nvjitlink", and, where `auto`
+    chose it, why (the stage log's first line says so). A named tuple: a cache hit keyed by the
+    IR makes one."""
+
+    name: str
+    note: str = ""
+    auto: bool = False
+
+
+def nvptxcompiler_library(settings: Settings) -> nvptxcompiler.Library:
+    """The nvPTXCompiler library the tools' identity found; ToolNotFoundError saying what to
+    install where there is none."""
+    found = nvptxcompiler.find(settings)  # TILEC_NVPTXCOMPILER naming nothing raises here
+    ident = toolchain.identity(settings)["nvptxcompiler"]
+    if found is None or ident is None:
+        raise ToolNotFoundError(
+            f"assembler='nvptxcompiler' needs NVIDIA's PTX compiler library "
+            f"({nvptxcompiler.ARCHIVE} and {nvptxcompiler.HEADER}): {nvptxcompiler.INSTALL}"
+        )
+    return nvptxcompiler.library(Path(ident[0]), ident[1], ident[2])
+
+
+def _auto(target: Target, tools: dict[str, Any]) -> Choice:
+    """nvPTXCompiler where it gives ptxas's code: the library is there, of the release of the
+    ptxas that would run otherwise (or no ptxas is found), and it knows the arch; ptxas
+    otherwise. Made from the tools' identity alone (a cache hit keyed by the IR asks it): a
+    shim that then cannot be linked (no C++ compiler) makes the compile fall back to ptxas,
+    whose code is the same, and say so (CudaBackend._nvptxcompiler)."""
+    nvptxc, ptxas = tools["nvptxcompiler"], tools["ptxas"]
+    if nvptxc is None:
+        note = f"auto: ptxas (no nvPTXCompiler library: {nvptxcompiler.INSTALL})"
+        return Choice("ptxas", note, True)
+    path, release = nvptxc[0], nvptxc[1]
+    if ptxas is not None and ptxas[1] != release:
+        return Choice(
+            "ptxas",
+            f"auto: ptxas {ptxas[1]}, as nvPTXCompiler {release} ({path}) is of another release",
+            True,
+        )
+    problem = sm.release_problem(target.arch, release)
+    if problem is not None:
+        return Choice("ptxas", f"auto: ptxas, as nvPTXCompiler {release} cannot: {problem}", True)
+    same = f"the release of ptxas {ptxas[0]}" if ptxas is not None else "no ptxas found"
+    return Choice("nvptxcompiler", f"auto: nvPTXCompiler {release} ({same})", True)

@@ -93,6 +93,25 @@ def load_module(image: bytes, is_ptx: bool) -> Any:
     return check("cuModuleLoadData", drv.cuModuleLoadData(ctypes.addressof(buf)))
 
 
+def driver_version() -> int:
+    """The CUDA version the installed driver supports, as cuDriverGetVersion gives it (13000)."""
+    return int(check("cuDriverGetVersion", cuda().cuDriverGetVersion()))
+
+
+def too_new(release: str | None, version: int) -> str | None:
+    """Why a cubin made by CUDA `release` ("13.0.88") cannot load with a driver of `version`
+    (12040), or None where it can: cubins run on drivers of their major release or newer."""
+    if not release or not release.split(".")[0].isdigit():
+        return None
+    major = int(release.split(".")[0])
+    if version // 1000 >= major:
+        return None
+    return (
+        f"the cubin was assembled by CUDA {release}, which needs a driver for CUDA {major}.0 or "
+        f"newer, and this driver supports CUDA {version // 1000}.{version % 1000 // 10}"
+    )
+
+
 def get_function(module: Any, name: str) -> Any:
     return check("cuModuleGetFunction", cuda().cuModuleGetFunction(module, name.encode()))
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 from ...errors import TargetError
 from ...kernel import Metadata
 
-ASSEMBLERS = ("ptxas", "nvjitlink")
+ASSEMBLERS = ("auto", "ptxas", "nvptxcompiler", "nvjitlink")
 
 
 @dataclass(frozen=True)
@@ -16,13 +16,17 @@ class CudaOptions:
     """Given as `tilec.compile(..., ptx_version=80, ftz=True)` or
     `CompileOptions(backend_options={...})`; parsed by `CudaBackend.options`."""
 
+    # Keyed as the assembler it resolves to (CudaBackend.cache_key), not as written.
+    KEYED_BY_BACKEND: ClassVar[tuple[str, ...]] = ("assembler",)
+
     ptx_version: int | None = None  # e.g. 80 for PTX ISA 8.0; None: LLVM's minimum for target
     ftz: bool = False  # nvvm-reflect-ftz: libdevice flushes denormals
     ptxas_options: tuple[str, ...] = ()
     use_ptxas: bool = True  # False: no cubin at all (either assembler); the driver JITs the PTX
-    # PTX -> cubin: "ptxas" (the process; the default) or "nvjitlink" (in this process, through
-    # cuda-bindings; not the default until its SASS is shown to match, see nvjitlink.py).
-    assembler: str = "ptxas"
+    # PTX -> cubin: "ptxas" (the process), "nvptxcompiler" (ptxas's code in this process, see
+    # nvptxcompiler.py), "nvjitlink" (in process, `ptxas -c`'s code, see nvjitlink.py) or "auto"
+    # (nvptxcompiler where it gives ptxas's code, else ptxas); None: TILEC_ASSEMBLER's, else auto.
+    assembler: str | None = None
 
     def validate(self) -> None:
         """Types and ranges; whether this LLVM knows `ptx_version` is checked with the target."""
@@ -33,7 +37,7 @@ class CudaOptions:
         for name in ("ftz", "use_ptxas"):
             if not isinstance(getattr(self, name), bool):
                 raise TargetError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.assembler not in ASSEMBLERS:
+        if self.assembler is not None and self.assembler not in ASSEMBLERS:
             raise TargetError(
                 f"assembler must be one of {', '.join(map(repr, ASSEMBLERS))}, "
                 f"got {self.assembler!r}"
@@ -63,7 +67,9 @@ class CudaMetadata(Metadata):
     ptxas: str | None = None
     ptxas_version: str | None = None
     assembler: str = "ptxas"
+    assembler_note: str = ""  # why `auto` chose the assembler
     nvjitlink_version: str | None = None
+    nvptxcompiler_version: str | None = None
     ptxas_log: str = ""
     registers: int | None = None
     shared_bytes: int | None = None

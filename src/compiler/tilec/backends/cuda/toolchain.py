@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...cache import file_state, unchanged
+from ...cache.format import file_state, unchanged
 from ...errors import ToolNotFoundError
 from ...settings import Settings
+from . import nvptxcompiler
 
 LIBDEVICE_NAME = "libdevice.10.bc"
 
@@ -303,13 +304,38 @@ def _compute_identity(settings: Settings, memo: Path | None) -> dict[str, Any]:
     libdevice = file_sha256(libdevice_path, memo) if libdevice_path is not None else None
     watch = [str(p) for p in (settings.ptxas, settings.libdevice, ptxas_path, libdevice_path) if p]
     watch += _watched_dirs(settings, ptxas_path, libdevice_path)
+    archive, ptxc = _nvptxcompiler(settings, memo)
+    # The archives looked for before the one found (all where none was): one put there later
+    # would be found instead. Absent files are watched as absent.
+    for cand in nvptxcompiler.candidates(settings):
+        watch.append(str(cand))
+        if cand == archive:
+            break
     return {
-        "format": 1,
+        "format": 2,
         "ptxas": [str(ptxas.path), ptxas.version] if ptxas is not None else None,
         "libdevice": libdevice,
         "libdevice_path": str(libdevice_path) if libdevice_path is not None else None,
+        "nvptxcompiler": ptxc,
         "watch": [[w, file_state(w)] for w in dict.fromkeys(watch)],
     }
+
+
+def _nvptxcompiler(settings: Settings, memo: Path | None) -> tuple[Path | None, list[str] | None]:
+    """The nvPTXCompiler archive found and [path, release, sha256] of it (both None for none)."""
+    try:
+        archive = nvptxcompiler.find(settings)
+    except ToolNotFoundError:  # TILEC_NVPTXCOMPILER naming nothing: said when it is used
+        return None, None
+    if archive is None:
+        return None, None
+    found = archive
+
+    def describe() -> str:
+        return " ".join(nvptxcompiler.describe(found))
+
+    version, sha256 = _file_memo("nvptxcompiler", archive, memo, describe).split(" ")
+    return archive, [str(archive), version, sha256]
 
 
 def identity(settings: Settings) -> dict[str, Any]:
@@ -317,6 +343,7 @@ def identity(settings: Settings) -> dict[str, Any]:
     backend's cache keys hold of its tools. Remembered in `<cache>/tools/cuda-<digest>.json`
     (see above), so that a cache hit spawns no process and reads one small file."""
     inputs = [str(settings.ptxas), str(settings.libdevice), str(settings.cuda_home), settings.path]
+    inputs.append(str(settings.nvptxcompiler))
     remembered = tuple(inputs)
     record = _IDENTITY.get(remembered)
     memo = memo_dir(settings)
@@ -332,7 +359,7 @@ def identity(settings: Settings) -> dict[str, Any]:
         entry = _identity_entry(memo, inputs)
         try:
             loaded = json.loads(entry.read_bytes())
-            same = loaded.get("format") == 1 and loaded.get("inputs") == inputs
+            same = loaded.get("format") == 2 and loaded.get("inputs") == inputs
             if same and unchanged(loaded["watch"]):
                 _IDENTITY[remembered] = loaded
                 _KEPT.add((remembered, memo))

@@ -1,0 +1,126 @@
+"""Sphinx glue for hermetic's docs: checked citations of reports and repository paths, and the report plots."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from reportplots import chart, svg
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+logger = logging.getLogger(__name__)
+
+
+def _checked_path(prefix: str) -> Any:
+    """A role that prints a repository path and warns (an error under -W) when it does not exist."""
+
+    def role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+             options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list[nodes.Node], list[Any]]:
+        rel = f"{prefix}{text.strip()}"
+        if not (ROOT / rel).exists():
+            doc = inliner.document.settings.env.docname
+            logger.warning("%s cites %s, which is not in the repository", doc, rel, location=(doc, lineno))
+        return [nodes.literal(rawtext, rel, classes=["repo-path"])], []
+
+    return role
+
+
+class ReportPlot(SphinxDirective):
+    """`report-plot NAME`: one of reportplots.CHARTS as inline SVG, with the reports it read named below it."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        try:
+            made = chart(name, ROOT)
+        except (KeyError, OSError, ValueError) as exc:
+            raise self.error(f"report-plot {name}: {exc}") from exc
+        for source in made.sources:
+            self.env.note_dependency(str(ROOT / source))
+        figure = nodes.container(classes=["report-plot"])
+        figure += nodes.raw("", svg(made), format="html")
+        note = nodes.paragraph(classes=["report-plot-sources"])
+        note += nodes.Text("Drawn when the docs were built, from ")
+        for i, source in enumerate(made.sources):
+            if i:
+                note += nodes.Text(", ")
+            note += nodes.literal(source, source)
+        note += nodes.Text(".")
+        figure += note
+        return [figure]
+
+
+def trimmed(value: Any, keep: int) -> Any:
+    """`value` with every list longer than `keep` cut to `keep` items and a note of how many were left out."""
+    if isinstance(value, dict):
+        return {k: trimmed(v, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        head = [trimmed(v, keep) for v in value[:keep]]
+        return head + ([f"… {len(value) - keep} more"] if len(value) > keep else [])
+    return value
+
+
+class JsonExcerpt(SphinxDirective):
+    """`json-excerpt REPORT`: a report's JSON as a code block, long lists cut (`:keep:`), some keys only (`:only:`)."""
+
+    required_arguments = 1
+    option_spec: ClassVar[dict[str, Any]] = {"keep": directives.nonnegative_int, "only": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        rel = f"reports/{self.arguments[0]}"
+        try:
+            data = json.loads((ROOT / rel).read_text())
+        except (OSError, ValueError) as exc:
+            raise self.error(f"json-excerpt {rel}: {exc}") from exc
+        self.env.note_dependency(str(ROOT / rel))
+        if "only" in self.options:
+            wanted = [k.strip() for k in self.options["only"].split(",")]
+            missing = [k for k in wanted if k not in data]
+            if missing:
+                raise self.error(f"json-excerpt {rel}: no key {', '.join(missing)}")
+            data = {k: data[k] for k in wanted}
+        text = json.dumps(trimmed(data, self.options.get("keep", 3)), indent=2, ensure_ascii=False)
+        block = nodes.literal_block(text, text, language="json")
+        caption = nodes.paragraph(classes=["report-plot-sources"])
+        caption += [nodes.Text("From "), nodes.literal(rel, rel), nodes.Text(", long lists cut.")]
+        return [block, caption]
+
+
+class ModuleMap(SphinxDirective):
+    """`module-map DIR`: every Python module under DIR with the first line of its docstring, read without importing."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        base = ROOT / self.arguments[0]
+        if not base.is_dir():
+            raise self.error(f"module-map: {self.arguments[0]} is not a directory of the repository")
+        rows = nodes.definition_list(classes=["module-map"])
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if "/tests/" in rel or path.name == "__main__.py":
+                continue
+            self.env.note_dependency(str(path))
+            doc = ast.get_docstring(ast.parse(path.read_text(), rel)) or ""
+            item = nodes.definition_list_item()
+            item += nodes.term("", "", nodes.literal(rel, rel))
+            item += nodes.definition("", nodes.paragraph(text=doc.strip().split("\n")[0] or "(no docstring)"))
+            rows += item
+        return [rows]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_role("report", _checked_path("reports/"))
+    app.add_role("repo", _checked_path(""))
+    app.add_directive("report-plot", ReportPlot)
+    app.add_directive("json-excerpt", JsonExcerpt)
+    app.add_directive("module-map", ModuleMap)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -66,16 +66,27 @@ def _excluded(rel: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(p, pat) for p in parts for pat in (*ALWAYS_EXCLUDED, *patterns))
 
 
-def root_tar(root: Path, epoch: int, exclude: Sequence[str]) -> bytes:
-    """recipes/, toolchain/ and src/compiler/ of a checkout as a deterministic tar (sorted, clamped, owned by 0)."""
+def recipe_part(settings: Settings) -> str:
+    """The LLVM recipe's directory relative to the checkout (a bundle carries only what lies inside it)."""
+    where = settings.llvm_recipe_dir.resolve()
+    if not where.is_relative_to(settings.root.resolve()):
+        raise UsageError(f"the recipe {where} is outside the checkout {settings.root}",
+                         "a bundle carries the checkout's data", "put the recipe under the checkout, or pass --root")
+    return where.relative_to(settings.root.resolve()).as_posix()
+
+
+def root_tar(root: Path, epoch: int, exclude: Sequence[str], extra: Sequence[str] = ()) -> bytes:
+    """recipes/, toolchain/, src/compiler/ (and the LLVM recipe where it lies elsewhere in the checkout) as a
+    deterministic tar: sorted, times clamped, owned by 0."""
     files: list[str] = []
-    for part in ROOT_PARTS:
+    for part in dict.fromkeys((*ROOT_PARTS, *extra)):
         base = root / part
         for dirpath, dirs, names in os.walk(base):
             rel_dir = Path(dirpath).relative_to(root).as_posix()
             dirs[:] = sorted(d for d in dirs if not _excluded(f"{rel_dir}/{d}", exclude))
             files += [f"{rel_dir}/{n}" for n in names if not _excluded(f"{rel_dir}/{n}", exclude)
                       and (Path(dirpath) / n).is_file() and not (Path(dirpath) / n).is_symlink()]
+    files = list(dict.fromkeys(files))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in sorted(files):
@@ -96,7 +107,7 @@ def _cached(path: Path, sha256: str, what: str) -> Path:
 
 def collect(settings: Settings, variant_name: str | None, log: Log, with_release: bool = False) -> list[tuple[Entry, Path]]:
     """Every input of the plan for the variant, fetched into the cache first if missing; (entry, file) pairs."""
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant)
     arch = settings.arch or toolchain.machine_arch()
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
@@ -144,8 +155,17 @@ def _toolchain_file(settings: Settings, tc: toolchain.Toolchain, log: Log) -> tu
 # -- the artifact --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RecipeRef:
+    """The LLVM recipe a bundle builds: its directory in the checkout data, release and digest."""
+
+    path: str  # relative to the checkout: recipes/llvm
+    version: str
+    digest: str
+
+
 def write(out_dir: Path, name: str, files: Sequence[tuple[Entry, Path]], root: bytes, plan: dict[str, Any],
-          recipe_digest: str) -> Descriptor:
+          llvm: RecipeRef) -> Descriptor:
     """The bundle as an OCI layout at out_dir (written beside it, then moved into place)."""
     if out_dir.exists() and any(out_dir.iterdir()):
         raise UsageError(f"{out_dir} exists and is not empty", "a bundle is written into a new directory", "")
@@ -164,8 +184,8 @@ def write(out_dir: Path, name: str, files: Sequence[tuple[Entry, Path]], root: b
             shutil.copyfile(path, dest)
         if file_sha256(dest) != e.sha256:
             raise VerifyError(f"{path} changed while it was bundled", "", "bundle again")
-    index = {"schema": "hermetic.bundle/1", "name": name, "recipe_digest": recipe_digest,
-             "entries": [asdict(e) for e in entries]}
+    index = {"schema": "hermetic.bundle/1", "name": name, "recipe_digest": llvm.digest, "llvm_recipe": llvm.path,
+             "llvm_version": llvm.version, "entries": [asdict(e) for e in entries]}
     config = canonical_json(index)
     layers = [{"mediaType": MT_ROOT if e.role == "root" else MT_FILE, "digest": "sha256:" + e.sha256, "size": e.size,
                "annotations": {ANN_TITLE: f"{e.role}/{e.name}"}} for e in entries]
@@ -189,6 +209,8 @@ class Opened:
     name: str
     recipe_digest: str
     entries: tuple[Entry, ...]
+    llvm_recipe: str = "recipes/llvm"
+    llvm_version: str = ""
 
 
 def open_layout(path: Path) -> Opened:
@@ -211,7 +233,11 @@ def open_layout(path: Path) -> Opened:
     missing = [e.name for e in entries if "sha256:" + e.sha256 not in listed]
     if missing:
         raise VerifyError(f"the index of {path} names files the bundle lacks", ", ".join(missing), "bundle again")
-    return Opened(layout, roots[0], str(index.get("name", "")), str(index.get("recipe_digest", "")), entries)
+    recipe_dir = str(index.get("llvm_recipe") or "recipes/llvm")
+    if _unsafe(recipe_dir):
+        raise VerifyError(f"the index of {path} names a recipe outside its data", recipe_dir, "bundle again")
+    return Opened(layout, roots[0], str(index.get("name", "")), str(index.get("recipe_digest", "")), entries,
+                  recipe_dir, str(index.get("llvm_version") or ""))
 
 
 def is_bundle(layout: Layout) -> bool:
@@ -229,25 +255,25 @@ def feed(opened: Opened, root_dir: Path, cache_dir: Path, log: Log) -> None:
     for e in opened.entries:
         blob = opened.layout.blob_path("sha256:" + e.sha256)
         if e.role == "root":
-            _unpack_root(blob, root_dir)
+            _unpack_root(blob, root_dir, (*ROOT_PARTS, opened.llvm_recipe))
         elif e.cache_path:
             if _unsafe(e.cache_path):
                 raise VerifyError(f"bundle entry {e.name} would land outside the cache", e.cache_path, "")
             dest = cache_dir / e.cache_path
             if not (dest.is_file() and file_sha256(dest) == e.sha256):
                 sources.admit_file(dest, e.sha256, blob, f"bundle:{opened.manifest.digest}", f"{e.role} {e.name}")
-    got = recipe.load(root_dir / "recipes").digest() if opened.recipe_digest else ""
+    got = recipe.load_at(root_dir / opened.llvm_recipe, opened.llvm_version or None, root_dir).digest()
     if got != opened.recipe_digest:
         raise VerifyError("the bundle's recipe is not the one it names", f"{got} unpacked, {opened.recipe_digest} listed",
                           "the bundle is damaged; bundle again")
     log(f"bundle: {len(opened.entries)} inputs of {opened.name} ({opened.manifest.digest[:19]}…) fed into {cache_dir}")
 
 
-def _unpack_root(blob: Path, root_dir: Path) -> None:
+def _unpack_root(blob: Path, root_dir: Path, parts: Sequence[str]) -> None:
     root_dir.mkdir(parents=True, exist_ok=True)
     with tarfile.open(blob) as tar:
         for m in tar.getmembers():
-            if not m.isfile() or _unsafe(m.name) or not m.name.startswith(tuple(p + "/" for p in ROOT_PARTS)):
+            if not m.isfile() or _unsafe(m.name) or not m.name.startswith(tuple(p + "/" for p in parts)):
                 raise VerifyError("the bundle's checkout data holds an unexpected entry", m.name, "bundle again")
         tar.extractall(root_dir, filter="data")
 
@@ -261,7 +287,7 @@ def settings_for(settings: Settings, opened: Opened, where: Path, log: Log) -> S
         feed(opened, root, cache, log)
         (base / "fed").write_text(opened.manifest.digest + "\n")
     return replace(settings, root=root, cache_dir=cache, mirrors=(), use_urls=False, use_apt=False, wheelhouse=None,
-                   substitutes=())
+                   substitutes=(), llvm_recipe=str(root / opened.llvm_recipe))
 
 
 def summary(opened: Opened) -> Iterable[str]:

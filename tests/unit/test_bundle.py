@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ def _files(tmp_path: Path) -> list[tuple[bundle.Entry, Path]]:
 def _write(tmp_path: Path, name: str = "b") -> Path:
     rec = recipe.load(ROOT / "recipes")
     root = bundle.root_tar(ROOT, rec.source_date_epoch, ["build", "*.so"])
-    bundle.write(tmp_path / name, "bundle-test", _files(tmp_path), root, {"steps": []}, rec.digest())
+    bundle.write(tmp_path / name, "bundle-test", _files(tmp_path), root, {"steps": []},
+                 bundle.RecipeRef("recipes/llvm", rec.version, rec.digest()))
     return tmp_path / name
 
 
@@ -78,12 +80,12 @@ def test_feed_admits_only_by_sha256_and_never_outside_the_cache(tmp_path: Path) 
     opened = bundle.open_layout(path)
     evil = [e if e.role != "pruned" else bundle.Entry(e.role, e.name, "../outside", e.sha256, e.size) for e in opened.entries]
     with pytest.raises(VerifyError, match="outside the cache"):
-        bundle.feed(bundle.Opened(opened.layout, opened.manifest, opened.name, opened.recipe_digest, tuple(evil)),
+        bundle.feed(replace(opened, entries=tuple(evil)),
                     tmp_path / "root", tmp_path / "fresh", lambda m: None)
     lying = [e if e.role != "wheelhouse" else bundle.Entry(e.role, e.name, e.cache_path, "0" * 64, e.size)
              for e in opened.entries]
     with pytest.raises((SourceError, FileNotFoundError)):
-        bundle.feed(bundle.Opened(opened.layout, opened.manifest, opened.name, opened.recipe_digest, tuple(lying)),
+        bundle.feed(replace(opened, entries=tuple(lying)),
                     tmp_path / "root2", tmp_path / "fresh2", lambda m: None)
     assert not (tmp_path / "fresh2" / "wheelhouse" / "cmake-4.4.4-py3-none-any.whl").exists()
 
@@ -92,8 +94,9 @@ def test_a_recipe_other_than_the_one_named_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path)
     opened = bundle.open_layout(path)
     with pytest.raises(VerifyError, match="not the one it names"):
-        bundle.feed(bundle.Opened(opened.layout, opened.manifest, opened.name, "ab" * 32, opened.entries),
-                    tmp_path / "root", tmp_path / "fresh", lambda m: None)
+        bundle.feed(bundle.Opened(opened.layout, opened.manifest, opened.name, "ab" * 32, opened.entries,
+                                  opened.llvm_recipe, opened.llvm_version), tmp_path / "root", tmp_path / "fresh",
+                    lambda m: None)
 
 
 def test_not_a_bundle(tmp_path: Path) -> None:

@@ -71,18 +71,19 @@ def _pull(text: str, where: Path, insecure: bool, quiet: bool) -> Path:
 
 def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
     log: Log = stderr_log(settings.quiet)
-    rec = recipe.load(settings.recipes_dir, version=settings.llvm_version)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
+    part = bundle.recipe_part(settings)
     job = plan.plan_all(settings, log, "pruned", through="wheel", environ={})
     files = bundle.collect(settings, settings.variant, log, with_release=args.with_release)
     exclude = wheel.load_wheel_recipe(settings.recipes_dir, wheel.DEFAULT_RECIPE).exclude
-    root = bundle.root_tar(settings.root, rec.source_date_epoch, exclude)
+    root = bundle.root_tar(settings.root, rec.source_date_epoch, exclude, (part,))
     arch = settings.arch or machine_arch()
-    name = f"bundle-llvm-{job.variant}-{rec.version}-linux-{arch}"
+    name = f"bundle-{rec.name}-{job.variant}-{rec.version}-linux-{arch}"
     plan_doc = {"variant": job.variant, "llvm": rec.version, "arch": arch, "recipe_digest": rec.digest(),
                 "steps": [{"key": s.key, "name": s.name, "inputs_digest": s.inputs_digest} for s in job.steps],
                 "shown": job.render()}
     out_dir = Path(args.output) if args.output else settings.work_dir / "bundles" / name
-    desc = bundle.write(out_dir, name, files, root, plan_doc, rec.digest())
+    desc = bundle.write(out_dir, name, files, root, plan_doc, bundle.RecipeRef(part, rec.version, rec.digest()))
     opened = bundle.open_layout(out_dir)
     for line in bundle.summary(opened):
         say(settings, "  " + line)

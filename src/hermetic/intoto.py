@@ -83,14 +83,14 @@ def tree_artifacts(rec: record.BuildRecord) -> Artifacts:
     return {e.path: {"sha256": e.sha256} for e in record.scan_tree(root) if e.kind == "file"}
 
 
-def recipe_artifacts(recipes_dir: Path, rec: record.BuildRecord) -> Artifacts:
-    here = recipe.load(recipes_dir, version=rec.recipe.version)
+def recipe_artifacts(recipe_dir: Path, root: Path, rec: record.BuildRecord) -> Artifacts:
+    """The recipe's files, as recipes/<name>/...; refused unless they are the recipe the tree was built with."""
+    here = recipe.load_at(recipe_dir, rec.recipe.version, root)
     if here.digest() != rec.recipe.digest:
         raise VerifyError("the recipe in this checkout is not the one the tree was built with",
                           f"recipe digest {here.digest()} here, {rec.recipe.digest} recorded",
                           "write the evidence from the checkout the build ran in")
-    base = recipes_dir / rec.recipe.name
-    return {k: v for k, v in _hashes(base, f"recipes/{rec.recipe.name}").items() if "__pycache__" not in k}
+    return {k: v for k, v in _hashes(recipe_dir, f"recipes/{rec.recipe.name}").items() if "__pycache__" not in k}
 
 
 def image_files(image_dir: Path) -> dict[str, Path]:
@@ -124,14 +124,15 @@ def _of(files: Mapping[str, Path], under: str) -> Artifacts:
 
 
 def evidence(
-    recipes_dir: Path, rec: record.BuildRecord, image_dir: Path, wheel: tuple[record.WheelRecord, Path] | None = None,
+    recipe_dir: Path, root: Path, rec: record.BuildRecord, image_dir: Path,
+    wheel: tuple[record.WheelRecord, Path] | None = None,
 ) -> dict[str, tuple[Artifacts, Artifacts]]:
     """Materials and products of each step, by virtual path."""
     if not rec.sources:
         raise UsageError("the record names no release archive", "it was built from a local --source",
                          "in-toto evidence starts at the pinned release archive: build from it")
     release = {f"sources/{s.file}": {"sha256": s.sha256} for s in rec.sources[:1]}
-    recipe_files = recipe_artifacts(recipes_dir, rec)
+    recipe_files = recipe_artifacts(recipe_dir, root, rec)
     pins = {k: v for k, v in recipe_files.items() if k.endswith("/conandata.yml")}
     pruned = {f"sources/{rec.pruned.file}": {"sha256": rec.pruned.sha256}} if rec.pruned else release
     tc = rec.toolchain_ref
@@ -225,7 +226,7 @@ def layout(builders: Sequence[VerifyKey], threshold: int, expires: _dt.datetime,
         raise UsageError(f"threshold {threshold} with {len(builders)} builder key(s)", "", "give 1..number of builders")
     no = ["DISALLOW", "*"]
     steps = [
-        _step("fetch", builders, threshold, [["ALLOW", "recipes/llvm/conandata.yml"], no], [["CREATE", "sources/*"], no]),
+        _step("fetch", builders, threshold, [["ALLOW", "recipes/*/conandata.yml"], no], [["CREATE", "sources/*"], no]),
         _step("prune", builders, threshold, [_from("sources/*", "fetch"), no], [["ALLOW", "sources/*"], no]),
         _step("build", builders, threshold,
               [_from("sources/*", "prune"), ["ALLOW", "recipes/*"], ["ALLOW", "toolchain/*"], no],

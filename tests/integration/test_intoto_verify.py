@@ -1,8 +1,9 @@
 """The in-toto project's own verifier (`in-toto-verify`, PyPI in-toto, pinned) on our links and layout: green on a
 good build; red on a changed byte in the tree, a replaced SBOM, a link signed by another key; k of n builders.
 
-The build is the small real-shaped one of tests/schemas/examples.py (a tree, its record, its image written and
-attested by hermetic's own code): the lead's tiny recipe replaces it when it lands."""
+The build is the tiny recipe's (a real Conan build through hermetic, in seconds), its image written and attested
+with a key by `hermetic image llvm`; the chain ending in a wheel uses the small real-shaped wheel of
+tests/schemas/examples.py."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ def in_toto_verify(evidence: Path, *owners: Path) -> subprocess.CompletedProcess
     )
 
 
-def _build(base: Path, key: Path) -> tuple[Path, Path]:
-    """A build, its image, attested and signed with key: (record, image layout)."""
-    digest = recipe.load(ROOT / "recipes").digest()
-    rec = fake_llvm_build(base, recipe_digest=digest)
-    image = fake_image(rec, base / "image")
-    settings = resolve({"root": str(ROOT), "work_dir": str(base / "work"), "sign_key": str(key)}, {}, base)
-    attest.attest_image(settings, image, rec)
-    return rec, image
+def _build(base: Path, key: Path, tiny: tuple[str, ...], cache: Path) -> tuple[Path, Path]:
+    """A tiny build of its own, its image written, attested and signed with key: (record, image layout)."""
+    hermetic("build", "llvm", *tiny, "--variant", "support", "--toolchain", "host", "--work-dir", str(base),
+             "--cache", str(cache), "--quiet")
+    rec = next(base.rglob("record.json"))
+    hermetic("image", "llvm", "--llvm-recipe", tiny[1], "--record", str(rec), "--output", str(base / "image"),
+             "--sign-key", str(key), "--work-dir", str(base), "--quiet")
+    return rec, base / "image"
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +54,13 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def good(keys: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def good(keys: Path, tiny: tuple[str, ...], source_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The evidence of one builder (a), in a layout the owner signed."""
     base = tmp_path_factory.mktemp("intoto")
-    rec, image = _build(base / "a", keys / "a.key")
+    rec, image = _build(base / "a", keys / "a.key", tiny, source_cache)
     ev = base / "evidence"
-    hermetic("intoto", "links", str(ev), "--record", str(rec), "--image", str(image), "--sign-key", str(keys / "a.key"))
+    hermetic("intoto", "links", str(ev), "--llvm-recipe", tiny[1], "--record", str(rec), "--image", str(image),
+             "--sign-key", str(keys / "a.key"))
     hermetic("intoto", "layout", str(ev), "--builder", str(keys / "a.pub"), "--sign-key", str(keys / "owner.key"))
     return ev
 
@@ -83,14 +85,17 @@ def test_in_toto_verify_passes_on_a_good_build(good: Path, keys: Path, tmp_path:
 def test_a_changed_byte_in_the_tree_fails(good: Path, keys: Path, tmp_path: Path) -> None:
     """The image rewritten, consistently, from a tree with one byte changed: not what the build step made."""
     ev = _copy(good, tmp_path)
-    rec = fake_llvm_build(tmp_path / "evil", seed="", recipe_digest=recipe.load(ROOT / "recipes").digest())
-    install = json.loads(rec.read_text())["install_root"]
-    header = next(Path(install).rglob("llvm-config.h"))
+    rec_path = next((good.parent / "a").rglob("record.json"))
+    rec = json.loads(rec_path.read_text())
+    tree = tmp_path / "evil-tree"
+    shutil.copytree(rec["install_root"], tree, symlinks=True)
+    header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
     data = bytearray(header.read_bytes())
     data[-2] ^= 1
     header.write_bytes(bytes(data))
-    spec = spec_from_record(rec, arch="amd64")
-    evil = write_image(spec, tmp_path / "evil-image").layout
+    evil_rec = tmp_path / "record.json"
+    evil_rec.write_text(json.dumps(rec | {"install_root": str(tree)}))
+    evil = write_image(spec_from_record(evil_rec), tmp_path / "evil-image").layout
     shutil.rmtree(ev / "image")
     shutil.copytree(evil, ev / "image")
     proc = in_toto_verify(ev, keys / "owner.pub")
@@ -109,12 +114,14 @@ def test_a_replaced_sbom_fails(good: Path, keys: Path, tmp_path: Path) -> None:
     assert "attestations/" in proc.stderr
 
 
-def test_a_link_signed_by_another_key_fails(good: Path, keys: Path, tmp_path: Path) -> None:
+def test_a_link_signed_by_another_key_fails(
+    good: Path, keys: Path, tiny: tuple[str, ...], source_cache: Path, tmp_path: Path
+) -> None:
     ev = _copy(good, tmp_path)
-    rec, image = _build(tmp_path / "b", keys / "b.key")
+    rec, image = _build(tmp_path / "b", keys / "b.key", tiny, source_cache)
     other = tmp_path / "other"
-    hermetic("intoto", "links", str(other), "--record", str(rec), "--image", str(image), "--links-only",
-             "--sign-key", str(keys / "b.key"))
+    hermetic("intoto", "links", str(other), "--llvm-recipe", tiny[1], "--record", str(rec), "--image", str(image),
+             "--links-only", "--sign-key", str(keys / "b.key"))
     (ev / "links" / next((ev / "links").glob("build.*.link")).name).write_bytes(
         next((other / "links").glob("build.*.link")).read_bytes())
     proc = in_toto_verify(ev, keys / "owner.pub")
@@ -128,12 +135,12 @@ def test_a_layout_signed_by_another_key_fails(good: Path, keys: Path, tmp_path: 
     assert proc.returncode == 1 and "SignatureVerificationError" in proc.stderr, proc.stdout + proc.stderr
 
 
-def test_two_of_two_builders(keys: Path, tmp_path: Path) -> None:
-    """Builders a and b rebuild the same tree and image; the layout asks both for every reproducible step."""
+def test_two_of_two_builders(keys: Path, tiny: tuple[str, ...], source_cache: Path, tmp_path: Path) -> None:
+    """Builders a and b each build the same tree and image; the layout asks both for every reproducible step."""
     ev = tmp_path / "evidence"
     for name in ("a", "b"):
-        rec, image = _build(tmp_path / name, keys / f"{name}.key")
-        hermetic("intoto", "links", str(ev), "--record", str(rec), "--image", str(image),
+        rec, image = _build(tmp_path / name, keys / f"{name}.key", tiny, source_cache)
+        hermetic("intoto", "links", str(ev), "--llvm-recipe", tiny[1], "--record", str(rec), "--image", str(image),
                  "--sign-key", str(keys / f"{name}.key"), *(["--links-only"] if name == "b" else []))
     hermetic("intoto", "layout", str(ev), "--builder", str(keys / "a.pub"), "--builder", str(keys / "b.pub"),
              "--threshold", "2", "--sign-key", str(keys / "owner.key"))
@@ -150,7 +157,11 @@ def test_the_chain_ending_in_a_wheel(keys: Path, tmp_path: Path) -> None:
     from hermetic import record
     from schemas.examples import fake_wheel
 
-    rec_path, image = _build(tmp_path / "a", keys / "a.key")
+    # the small real-shaped build of tests/schemas/examples.py: its wheel record can name it
+    rec_path = fake_llvm_build(tmp_path / "a", recipe_digest=recipe.load(ROOT / "recipes").digest())
+    image = fake_image(rec_path, tmp_path / "a" / "image")
+    signed = resolve({"root": str(ROOT), "work_dir": str(tmp_path / "w"), "sign_key": str(keys / "a.key")}, {}, tmp_path)
+    attest.attest_image(signed, image, rec_path)
     rec = record.load_build_record(rec_path)
     ref = {"path": str(rec_path), "variant": "support", "inputs_digest": rec.inputs_digest, "tree_digest": rec.tree.digest}
     wheel = fake_wheel(tmp_path / "dist", llvm_prefix=rec.install_root + rec.prefix, llvm_record=ref)

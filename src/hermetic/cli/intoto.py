@@ -24,7 +24,7 @@ def cmd_links(args: argparse.Namespace, settings: Settings) -> int:
     if args.wheel:
         art = find_wheel(Path(args.wheel))
         wheel = (art.record, art.wheel)
-    steps = intoto.evidence(settings.recipes_dir, rec, Path(args.image), wheel)
+    steps = intoto.evidence(settings.llvm_recipe_dir, settings.root, rec, Path(args.image), wheel)
     if args.links_only:
         # Another builder's products are already staged with that builder's attestations; this one vouches for
         # the reproducible steps only (the attest step takes one builder's word, about the agreed products).
@@ -58,6 +58,8 @@ def register(subparsers: Subparsers, common: Common) -> None:
                         "(wheel), attest, signed with --sign-key, and the final products beside them", [common.base])
     links.add_argument("dir", metavar="DIR", help="the evidence directory (new, or holding another builder's links)")
     links.add_argument("--record", required=True, help="the record.json of the LLVM build")
+    links.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
+                       help="the recipe the tree was built with (HERMETIC_LLVM_RECIPE; llvm)")
     links.add_argument("--image", required=True, metavar="LAYOUT", help="the image layout written from it (attested)")
     links.add_argument("--wheel", help="a wheel built against that tree (.whl or its wheel-record.json)")
     links.add_argument("--links-only", action="store_true",

@@ -285,6 +285,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
                       help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
+    sign.add_sign_key(llvm, images=False)
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
         "--compression",

@@ -1,6 +1,7 @@
 """Signatures consumers' own tools enforce: Debian's skopeo and buildah with a signature policy, against the real
 registry. Accepted: the image its builder signed; refused: an unsigned one, a tampered one, one signed by another
-key; with one requirement per builder, an image only one of two builders signed."""
+key; with one requirement per builder, an image only one of two builders signed. The images are the tiny
+recipe's real builds."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tiny_image import PREFIX, tiny_image, tiny_tree
 
 from helpers import hermetic
 from hermetic import image_signatures, signing
+from hermetic.oci.layout import ImageResult, spec_from_record, write_image
 from hermetic.oci.registry import RegistryClient
 from hermetic.simple_signing import lookaside_dir
 
@@ -32,6 +33,8 @@ class World:
     good_digest: str
     registries_d: Path
     look: Path
+    record: Path  # the tiny build the image holds
+    prefix: str
 
     def key(self, name: str) -> Path:
         return self.base / name
@@ -44,12 +47,36 @@ class World:
         return path
 
 
+def _image(record: Path, out: Path) -> ImageResult:
+    return write_image(spec_from_record(record), out)
+
+
+def _changed(record: Path, base: Path) -> ImageResult:
+    """The image of a copy of the tree with one byte of one header changed (what a tamperer would publish)."""
+    rec = json.loads(record.read_text())
+    tree = base / "tree"
+    shutil.copytree(rec["install_root"], tree, symlinks=True)
+    header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
+    data = bytearray(header.read_bytes())
+    data[-2] ^= 1
+    header.write_bytes(bytes(data))
+    (base / "record.json").write_text(json.dumps(rec | {"install_root": str(tree)}))
+    return _image(base / "record.json", base / "image")
+
+
+def _own_build(base: Path, tiny: tuple[str, ...], cache: Path) -> ImageResult:
+    """Another builder's build of the same inputs, in a work dir of its own, and its image."""
+    hermetic("build", "llvm", *tiny, "--variant", "support", "--toolchain", "host", "--work-dir", str(base / "w"),
+             "--cache", str(cache), "--quiet")
+    return _image(next((base / "w").rglob("record.json")), base / "image")
+
+
 def _push(*args: str) -> str:
     return hermetic("push", *args, "--insecure", "--quiet").stdout
 
 
 @pytest.fixture(scope="module")
-def world(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(registry: Registry, tiny_install: Path, tmp_path_factory: pytest.TempPathFactory) -> World:
     if shutil.which("gpg") is None:
         pytest.fail("gpg is missing: install Debian's gnupg package (.ci/setup does)")
     base = tmp_path_factory.mktemp("signing")
@@ -57,16 +84,15 @@ def world(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> World
     for name in ("a", "b"):
         hermetic("key", "generate", str(base / name), "--quiet")
     look = base / "lookaside"
-    good = tiny_image(tiny_tree(base / "root"), base / "good")
+    good = _image(tiny_install, base / "good")
     sign_a = ("--sign-key", str(base / "a.key"), "--gpg-key", str(base / "a.gpg.key"), "--lookaside", str(look))
     sign_b = ("--sign-key", str(base / "b.key"), "--gpg-key", str(base / "b.gpg.key"), "--lookaside", str(look))
     _push(str(good.layout), f"{host}/signed/tiny:1", *sign_a)
     _push(str(good.layout), f"{host}/signed/other:1", *sign_b)
-    unsigned = tiny_image(tiny_tree(base / "root-u"), base / "unsigned")
-    _push(str(unsigned.layout), f"{host}/signed/unsigned:1")
+    _push(str(good.layout), f"{host}/signed/unsigned:1")
     # Tampered: the signed image's tag moved to a changed image, and the signature copied to the new digest.
     _push(str(good.layout), f"{host}/signed/tampered:1", *sign_a)
-    changed = tiny_image(tiny_tree(base / "root-t", marker=b"1"), base / "changed")
+    changed = _changed(tiny_install, base / "changed")
     _push(str(changed.layout), f"{host}/signed/tampered:1")
     old, new = (lookaside_dir(look, "signed/tampered", d) for d in (good.manifest.digest, changed.manifest.digest))
     shutil.copytree(old, new)
@@ -75,7 +101,8 @@ def world(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> World
     (rd / "hermetic-test.yaml").write_text(
         f"docker:\n  {host}:\n    lookaside: file://{look}\n    use-sigstore-attachments: true\n"
     )
-    return World(base, host, good.layout, good.manifest.digest, rd, look)
+    prefix = json.loads(tiny_install.read_text())["prefix"]
+    return World(base, host, good.layout, good.manifest.digest, rd, look, tiny_install, prefix)
 
 
 def skopeo_copy(w: World, policy: Path, repo: str, dest: Path) -> subprocess.CompletedProcess[str]:
@@ -98,7 +125,7 @@ def store(tmp_path: Path) -> Iterator[list[str]]:
 def buildah_copy_from(w: World, store: list[str], policy: Path, repo: str, ctx: Path) -> subprocess.CompletedProcess[str]:
     """A consumer's `buildah bud` whose Containerfile takes the prefix out of our image with COPY --from."""
     ctx.mkdir()
-    (ctx / "Containerfile").write_text(f"FROM scratch\nCOPY --from={w.host}/signed/{repo} {PREFIX} {PREFIX}\n")
+    (ctx / "Containerfile").write_text(f"FROM scratch\nCOPY --from={w.host}/signed/{repo} {w.prefix} {w.prefix}\n")
     return subprocess.run(
         # debug: buildah reports a refused COPY --from image as "not found"; the policy's reason is in the debug log
         ["buildah", *store, "--log-level", "debug", "--registries-conf-dir", str(w.registries_d), "bud",
@@ -135,7 +162,9 @@ def test_buildah_copy_from_accepts_the_signed_image(world: World, store: list[st
     assert proc.returncode == 0, proc.stderr
     ctr = subprocess.run(["buildah", *store, "from", "consumer"], capture_output=True, text=True, check=True).stdout.strip()
     mnt = Path(subprocess.run(["buildah", *store, "mount", ctr], capture_output=True, text=True, check=True).stdout.strip())
-    assert (mnt / PREFIX.lstrip("/") / "include" / "tiny" / "tiny.h").read_text() == "int tiny(void);\n"
+    install = Path(json.loads(world.record.read_text())["install_root"])
+    header = next(p for p in sorted(install.rglob("*.h")) if p.is_file())
+    assert (mnt / header.relative_to(install)).read_bytes() == header.read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -152,7 +181,7 @@ def test_buildah_copy_from_refuses(world: World, store: list[str], tmp_path: Pat
     assert "Source image rejected" in proc.stderr and why in proc.stderr, proc.stderr[-3000:]
 
 
-def test_two_builders_each_required(world: World, tmp_path: Path) -> None:
+def test_two_builders_each_required(world: World, tiny: tuple[str, ...], source_cache: Path, tmp_path: Path) -> None:
     """One requirement per builder: a only is refused; once b rebuilt the same digest and signed, accepted."""
     both = world.policy("a", "b")
     ref = f"{world.host}/signed/two:1"
@@ -160,7 +189,7 @@ def test_two_builders_each_required(world: World, tmp_path: Path) -> None:
           "--lookaside", str(world.look))
     refused = skopeo_copy(world, both, "two:1", tmp_path / "one")
     assert refused.returncode != 0 and "Invalid GPG signature" in refused.stderr, refused.stderr
-    rebuilt = tiny_image(tiny_tree(tmp_path / "root-b"), tmp_path / "b-build")  # builder b's own build
+    rebuilt = _own_build(tmp_path / "b", tiny, source_cache)  # builder b's own build
     assert rebuilt.manifest.digest == world.good_digest
     hermetic("sign", ref, "--layout", str(rebuilt.layout), "--insecure", "--quiet", "--sign-key", str(world.key("b.key")),
              "--gpg-key", str(world.key("b.gpg.key")), "--lookaside", str(world.look))
@@ -174,7 +203,7 @@ def test_two_builders_each_required(world: World, tmp_path: Path) -> None:
 
 
 def test_sign_refuses_an_image_the_builder_did_not_build(world: World, tmp_path: Path) -> None:
-    other = tiny_image(tiny_tree(tmp_path / "root", marker=b"9"), tmp_path / "mine")
+    other = _changed(world.record, tmp_path)
     proc = hermetic("sign", f"{world.host}/signed/tiny:1", "--layout", str(other.layout), "--insecure",
                     "--sign-key", str(world.key("b.key")), check=False)
     assert proc.returncode == 8 and "is not the image you built" in proc.stderr, proc.stderr
@@ -216,13 +245,16 @@ def test_pull_brings_the_signatures_and_verify_key_checks_them(world: World, tmp
     assert proc.returncode == 10 and "is not signed" in proc.stderr, proc.stderr
 
 
-def test_a_builder_without_the_registry_signs_its_layout(world: World, tmp_path: Path) -> None:
+def test_a_builder_without_the_registry_signs_its_layout(
+    world: World, tiny: tuple[str, ...], source_cache: Path, tmp_path: Path
+) -> None:
     """The GPU runner's way: b signs its own build's layout as the published reference; a carries the layout
     back and pushes it (the same image: only b's signature is new), and adds b's OpenPGP file to the lookaside."""
     ref = f"{world.host}/signed/offline:1"
     _push(str(world.good), ref, "--sign-key", str(world.key("a.key")), "--gpg-key", str(world.key("a.gpg.key")),
           "--lookaside", str(world.look))
-    rebuilt = tiny_image(tiny_tree(tmp_path / "root-b"), tmp_path / "b-build")
+    rebuilt = _own_build(tmp_path / "b", tiny, source_cache)
+    assert rebuilt.manifest.digest == world.good_digest
     b_look = tmp_path / "b-lookaside"
     hermetic("sign", str(rebuilt.layout), "--identity", ref, "--quiet", "--sign-key", str(world.key("b.key")),
              "--gpg-key", str(world.key("b.gpg.key")), "--lookaside", str(b_look))

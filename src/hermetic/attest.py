@@ -14,13 +14,14 @@ import dataclasses
 import json
 import os
 import subprocess
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from . import provenance, recipe, record, sbom
+from . import provenance, recipe, record, sbom, sbom_wheel, signing
 from .digests import file_sha256
 from .errors import UsageError, VerifyError
 from .oci import referrers
@@ -39,7 +40,38 @@ PROVENANCE_SUFFIX = ".intoto.json"
 KIND_SBOM = "sbom"
 KIND_PROVENANCE = "provenance"
 KIND_BUILD_RECORD = "build-record"
+KIND_SBOM_DSSE = "sbom.dsse"
+KIND_PROVENANCE_DSSE = "provenance.dsse"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
+CYCLONEDX_PREDICATE = "https://cyclonedx.org/bom"
+SBOM_DSSE_SUFFIX = ".cdx.dsse.json"
+PROVENANCE_DSSE_SUFFIX = ".intoto.dsse.json"
 LABEL = "io.hermetic."
+
+
+# -- signed statements -----------------------------------------------------------------------------------
+
+
+def sbom_statement(bom: dict[str, Any], name: str, sha256: str) -> dict[str, Any]:
+    """The SBOM as the predicate of an in-toto Statement about the artifact, what a DSSE envelope signs."""
+    return {"_type": provenance.STATEMENT_TYPE, "subject": [{"name": name, "digest": {"sha256": sha256}}],
+            "predicateType": CYCLONEDX_PREDICATE, "predicate": bom}
+
+
+def signing_key(settings: Settings) -> signing.SigningKey | None:
+    return signing.load_signing_key(settings.sign_key)
+
+
+def signing_note(key: signing.SigningKey | None) -> dict[str, Any]:
+    """What the provenance says about its own signing: by which key, or that nothing was signed and why."""
+    if key is None:
+        return {"signed": False, "why": "no signing key was given (--sign-key, HERMETIC_SIGNING_KEY_FILE)"}
+    return {"signed": True, "keyid": key.keyid, "format": "DSSE (in-toto Statement v1), " + signing.SCHEME}
+
+
+def envelope(key: signing.SigningKey, statement: dict[str, Any]) -> bytes:
+    """A DSSE envelope of the statement's exact bytes (the same bytes as the unsigned document beside it)."""
+    return signing.dsse_bytes(signing.dsse_sign(key, provenance.dumps(statement)))
 
 
 # -- images ----------------------------------------------------------------------------------------------
@@ -149,9 +181,10 @@ def attest_image(
     started, built = build_times(rec, record_path, rec.wall_time_s)
     if finished is None:
         finished = max(built, (layout.path / "index.json").stat().st_mtime)
+    key = signing_key(settings)
     statement = provenance.image_statement(
         rec, facts, canonical, started=started, finished=finished,
-        record_sha256=file_sha256(record_path), builder_id=builder_id,
+        record_sha256=file_sha256(record_path), builder_id=builder_id, signing=signing_note(key),
     )
     epoch = rec.source_date_epoch
     out = [
@@ -172,7 +205,27 @@ def attest_image(
             {referrers.ANN_KIND: KIND_BUILD_RECORD, referrers.ANN_CREATED: statement["predicate"]["runDetails"]["metadata"]["finishedOn"]},
         ),
     ]
+    if key is not None:
+        out += _attach_signed(layout, subject, facts, key, bom, statement, epoch)
     return out
+
+
+def _attach_signed(
+    layout: Layout, subject: Descriptor, facts: sbom.ImageFacts, key: signing.SigningKey, bom: dict[str, Any],
+    statement: dict[str, Any], epoch: int,
+) -> list[referrers.Referrer]:
+    """The DSSE envelopes of the SBOM and the provenance, beside the unsigned documents."""
+    digest = facts.manifest_digest.removeprefix("sha256:")
+    return [
+        referrers.attach(
+            layout, subject, DSSE_MEDIA_TYPE, envelope(key, doc), name,
+            {referrers.ANN_KIND: kind, referrers.ANN_CREATED: rfc3339(epoch), referrers.ANN_PREDICATE: predicate},
+        )
+        for kind, doc, predicate, name in (
+            (KIND_SBOM_DSSE, sbom_statement(bom, facts.name, digest), CYCLONEDX_PREDICATE, "sbom.cdx.dsse.json"),
+            (KIND_PROVENANCE_DSSE, statement, provenance.PREDICATE_TYPE, "provenance.intoto.dsse.json"),
+        )
+    ]
 
 
 # -- wheels ----------------------------------------------------------------------------------------------
@@ -180,6 +233,11 @@ def attest_image(
 
 def sidecars(wheel: Path) -> tuple[Path, Path]:
     return wheel.with_name(wheel.name + SBOM_SUFFIX), wheel.with_name(wheel.name + PROVENANCE_SUFFIX)
+
+
+def signed_sidecars(wheel: Path) -> tuple[Path, Path]:
+    """The DSSE envelopes of the SBOM and the provenance: `<wheel>.cdx.dsse.json`, `<wheel>.intoto.dsse.json`."""
+    return wheel.with_name(wheel.name + SBOM_DSSE_SUFFIX), wheel.with_name(wheel.name + PROVENANCE_DSSE_SUFFIX)
 
 
 def wheel_license(wheel: Path) -> str:
@@ -261,6 +319,44 @@ def _wheel_toolchain(wrec: record.WheelRecord) -> record.ToolchainVersions:
     return dataclasses.replace(found, detected_at="attestation (the wheel record does not name its compiler)")
 
 
+def _metadata_text(path: Path) -> str:
+    """The METADATA of a wheel or the PKG-INFO of an sdist ('' when unreadable)."""
+    try:
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                name = next((n for n in z.namelist() if n.endswith(".dist-info/METADATA")), None)
+                return z.read(name).decode(errors="replace") if name else ""
+        with tarfile.open(path) as t:
+            member = next((m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+            f = t.extractfile(member) if member else None
+            return f.read().decode(errors="replace") if f else ""
+    except (OSError, zipfile.BadZipFile, tarfile.TarError):
+        return ""
+
+
+def build_metadata(settings: Settings, wrec: record.WheelRecord) -> dict[str, str]:
+    """The own metadata of the wheelhouse entries and the sdist a wheel was built from, where they are here.
+
+    Only files with a sha256 the record pins count: a licence is read from the very file that was built with.
+    """
+    from . import wheelhouse
+
+    pinned = {p.name.lower().replace("_", "-"): set(p.sha256) for p in wrec.build_requirements.pinned}
+    out: dict[str, str] = {}
+    dirs = {Path(wrec.wheelhouse)} if wrec.wheelhouse else set()
+    for d in {*dirs, wheelhouse.wheelhouse_dir(settings)}:
+        for whl in sorted(d.glob("*.whl")) if d.is_dir() else []:
+            project = wheelhouse.wheel_project(whl.name)
+            if project and project[0] in pinned and project[0] not in out and file_sha256(whl) in pinned[project[0]]:
+                out[project[0]] = _metadata_text(whl)
+    sd = wrec.project.sdist
+    if sd is not None:
+        path = settings.cache_dir / "sdists" / "sha256" / sd.sha256 / sd.file
+        if path.is_file() and file_sha256(path) == sd.sha256:
+            out[sd.name.lower()] = _metadata_text(path)
+    return out
+
+
 def wheel_documents(
     settings: Settings, art: WheelArtifact, builder_id: str = provenance.DEFAULT_BUILDER_ID
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -270,14 +366,15 @@ def wheel_documents(
     origin = None if llvm_rec is not None else llvm_origin(prefix)
     canonical = _canonical(settings)
     chain = _wheel_toolchain(wrec)
-    bom = sbom.wheel_sbom(
+    bom = sbom_wheel.wheel_sbom(
         wrec, license_expression=wheel_license(art.wheel), llvm_record=llvm_rec, llvm_origin=origin,
-        canonical=canonical, toolchain=chain,
+        canonical=canonical, toolchain=chain, metadata=build_metadata(settings, wrec),
     )
     started, finished = build_times(wrec, art.record_path, wrec.timings_s.total)
     statement = provenance.wheel_statement(
         wrec, llvm_record=llvm_rec, canonical=canonical, started=started, finished=finished,
         record_sha256=file_sha256(art.record_path), toolchain=chain, builder_id=builder_id,
+        signing=signing_note(signing_key(settings)),
     )
     return bom, statement
 
@@ -298,7 +395,16 @@ def attest_wheel(
         )
     bom, statement = wheel_documents(settings, art, builder_id)
     sbom_path, prov_path = sidecars(art.wheel)
-    for p, data in ((sbom_path, sbom.dumps(bom)), (prov_path, provenance.dumps(statement))):
+    files = [(sbom_path, sbom.dumps(bom)), (prov_path, provenance.dumps(statement))]
+    key = signing_key(settings)
+    signed = signed_sidecars(art.wheel)
+    if key is not None:
+        files += [(signed[0], envelope(key, sbom_statement(bom, art.wheel.name, actual))),
+                  (signed[1], envelope(key, statement))]
+    else:
+        for old in signed:  # an envelope of earlier documents would no longer match them
+            old.unlink(missing_ok=True)
+    for p, data in files:
         tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
         tmp.write_bytes(data)
         os.replace(tmp, p)

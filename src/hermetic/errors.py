@@ -22,6 +22,9 @@ class ExitCode:
     REGISTRY = 7
     VERIFY = 8
     ENVIRONMENT = 9
+    UNSIGNED = 10
+    BAD_SIGNATURE = 11
+    UNTRUSTED_KEY = 12
 
 
 class HermeticError(Exception):
@@ -78,6 +81,24 @@ class VerifyError(HermeticError):
     """An artifact does not match its digest, record or layout rules."""
 
     exit_code = ExitCode.VERIFY
+
+
+class UnsignedError(VerifyError):
+    """A signature was required and there is none: the artifact was never signed, or its signature is lost."""
+
+    exit_code = ExitCode.UNSIGNED
+
+
+class SignatureError(VerifyError):
+    """A signature is there but does not verify: the artifact or its signed document was changed after signing."""
+
+    exit_code = ExitCode.BAD_SIGNATURE
+
+
+class UntrustedKeyError(VerifyError):
+    """Every signature verifies, but by keys the verifier was not told to trust."""
+
+    exit_code = ExitCode.UNTRUSTED_KEY
 
 
 class EnvironmentError_(HermeticError):

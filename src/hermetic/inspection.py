@@ -115,6 +115,7 @@ def _summary_of_provenance(statement: Mapping[str, Any]) -> dict[str, Any]:
         "buildType": bd.get("buildType"),
         "externalParameters": bd.get("externalParameters"),
         "offline": internal.get("offline"),
+        "signing": internal.get("signing"),
         "sourceDateEpoch": internal.get("sourceDateEpoch"),
         "builder": (rd.get("builder") or {}).get("id"),
         "startedOn": (rd.get("metadata") or {}).get("startedOn"),
@@ -124,6 +125,32 @@ def _summary_of_provenance(statement: Mapping[str, Any]) -> dict[str, Any]:
             for d in bd.get("resolvedDependencies") or []
         ],
     }
+
+
+def licence_summary(bom: Mapping[str, Any]) -> dict[str, Any]:
+    """SPDX expression -> the components under it: those in the artifact, and the tools that built it."""
+    def group(components: list[Any]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for c in components:
+            if not isinstance(c, dict):
+                continue
+            exprs = [str(lic.get("expression") or (lic.get("license") or {}).get("id") or "?")
+                     for lic in c.get("licenses") or []] or ["(none stated)"]
+            label = f"{c.get('name')} {c.get('version')}".strip() if c.get("version") else str(c.get("name"))
+            for e in exprs:
+                out.setdefault(e, []).append(label)
+        return {k: sorted(set(v)) for k, v in sorted(out.items())}
+
+    inside = [(bom.get("metadata") or {}).get("component"), *(bom.get("components") or [])]
+    tools = [c for f in bom.get("formulation") or [] for c in f.get("components") or []]
+    return {"artifact": group(inside), "build": group(tools)}
+
+
+def image_signing_status(refs: list[referrers.Referrer], digest: str) -> dict[str, Any]:
+    kinds = sorted({r.kind for r in refs if r.subject == digest and r.kind in (
+        referrers.KIND_SIGNATURE, attest.KIND_SBOM_DSSE, attest.KIND_PROVENANCE_DSSE)})
+    return {"status": "signed" if kinds else "unsigned", "kinds": kinds,
+            "check": "hermetic verify --key PUB (nothing is verified without the publisher's key)"}
 
 
 # -- images -------------------------------------------------------------------------------------------------
@@ -144,6 +171,7 @@ def image_report(facts: sbom.ImageFacts, refs: list[referrers.Referrer], locatio
         "license": labels.get("org.opencontainers.image.licenses", ""),
     }
     atts: dict[str, Any] = {}
+    licence_table: dict[str, Any] = {}
     for kind, media_type, check in (
         ("sbom", sbom.MEDIA_TYPE, check_image_sbom),
         ("provenance", provenance.MEDIA_TYPE, check_image_provenance),
@@ -164,6 +192,7 @@ def image_report(facts: sbom.ImageFacts, refs: list[referrers.Referrer], locatio
             if kind == "sbom" and isinstance(doc, dict):
                 entry["format"] = f"CycloneDX {doc.get('specVersion')}"
                 entry["components"] = len(doc.get("components") or [])
+                licence_table = licence_summary(doc)
             if kind == "provenance" and isinstance(doc, dict):
                 entry["predicateType"] = doc.get("predicateType")
                 built_from["provenance"] = _summary_of_provenance(doc)
@@ -181,6 +210,8 @@ def image_report(facts: sbom.ImageFacts, refs: list[referrers.Referrer], locatio
         },
         "built_from": built_from,
         "attestations": atts,
+        "signatures": image_signing_status(refs, facts.manifest_digest),
+        "licences": licence_table,
     }
 
 
@@ -234,7 +265,17 @@ def inspect_ref(
             config = layout.read_json(config_desc)
             facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)
             refs, via = referrers.pull_referrers(client, repo, digest, layout)
-            return image_report(facts, refs, str(ref), f"registry ({via})")
+            report = image_report(facts, refs, str(ref), f"registry ({via})")
+            # image signatures live under their own tag (sha256-<hex>.sig), not among the referrers
+            from .image_signatures import in_registry
+            from .signing import sig_tag
+
+            sigs = in_registry(client, repo, digest)
+            if sigs:
+                sig = report["signatures"]
+                sig["status"] = "signed"
+                sig["kinds"] = [*sig["kinds"], f"{len(sigs)} image signature(s) under {sig_tag(digest)}"]
+            return report
     finally:
         client.close()
 
@@ -293,12 +334,16 @@ def inspect_wheel(path: Path) -> dict[str, Any]:
         if kind == "sbom":
             problems = [] if sbom.subject_sha256(doc) == digest else [
                 f"describes sha256:{sbom.subject_sha256(doc)}, the wheel is sha256:{digest}"]
+            out["licences"] = licence_summary(doc)
         else:
             problems = provenance.check_statement(doc) or ([] if digest in provenance.subject_sha256s(doc) else [
                 f"its subject is {provenance.subject_sha256s(doc)}, the wheel is sha256:{digest}"])
             if not problems:
                 out["built_from"]["provenance"] = _summary_of_provenance(doc)
         out["attestations"][kind] = {"status": _verdict(True, problems), "found": str(p), "problems": problems}
+    signed = [p.name for p in attest.signed_sidecars(art.wheel) if p.is_file()]
+    out["signatures"] = {"status": "signed" if signed else "unsigned", "envelopes": signed,
+                         "check": "hermetic verify --key PUB (nothing is verified without the publisher's key)"}
     return out
 
 
@@ -374,9 +419,17 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")
         off = prov.get("offline") or {}
         lines.append(f"  {'offline':<18} enforced={off.get('enforced')} method={off.get('method')}")
+        if isinstance(prov.get("signing"), dict):  # absent from provenances written before it existed
+            lines.append(f"  {'signing':<18} {_flat(prov['signing'])}")
         pinned = (prov.get("externalParameters") or {}).get("toolchain")
         if isinstance(pinned, dict):  # absent from provenances written before it existed
             lines.append(f"  {'pinned toolchain':<18} {_flat(pinned)}")
+    sig = report.get("signatures")
+    if isinstance(sig, dict):
+        detail = ", ".join(sig.get("kinds") or sig.get("envelopes") or [])
+        lines.append(f"signatures: {sig['status'].upper() if sig['status'] == 'unsigned' else sig['status']}"
+                     + (f" ({detail}; not checked here: {sig['check']})" if detail else ""))
+    lines += _render_licences(report.get("licences") or {})
     lines.append("attestations:")
     for kind, entry in report["attestations"].items():
         if not isinstance(entry, dict):
@@ -387,6 +440,17 @@ def render(report: Mapping[str, Any]) -> str:
         lines.append(f"  {kind:<11} {entry['status']:<9} {detail} {extra}".rstrip())
         lines += [f"    - {p}" for p in entry.get("problems") or []]
     return "\n".join(lines)
+
+
+def _render_licences(table: Mapping[str, Any]) -> list[str]:
+    if not table:
+        return []
+    lines = ["licences (from the SBOM):"]
+    for part, title in (("artifact", "in it"), ("build", "built with")):
+        for expr, names in (table.get(part) or {}).items():
+            shown = ", ".join(names[:6]) + (f", … {len(names) - 6} more" if len(names) > 6 else "")
+            lines.append(f"  {title:<11} {expr}: {shown}")
+    return lines
 
 
 def _tree_lines(a: Mapping[str, Any]) -> list[str]:

@@ -240,10 +240,12 @@ def plan_all(
     wheels = keys.index(through) >= keys.index("wheel") and wheel_step.state == RUN
     reason = f"not needed: build {title} is {'pulled' if found else 'up to date'}"
     resolving = []
-    for s, needed in ((tc_step, builds or wheels), (fetch_step, builds), (house_step, builds or wheels),
+    # the release archive only feeds a prune that runs (or a build of the whole release)
+    fetches = builds and (mode != "pruned" or prune_step.state == RUN)
+    for s, needed in ((tc_step, builds or wheels), (fetch_step, fetches), (house_step, builds or wheels),
                       (prune_step, builds)):
         if not needed and s.state != SKIP:
-            s = replace(s, state=SKIP, detail=reason)
+            s = replace(s, state=SKIP, detail=reason if not builds else "not needed: the pruned source is cached")
             if found:
                 deferred.append(s)
         resolving.append(s)
@@ -277,11 +279,13 @@ def _no_wheel(variant: recipe.Variant, version: str, why: list[str]) -> str:
 
 
 def _pruned_in_cache(settings: Settings, rec: recipe.Recipe, variant: recipe.Variant) -> Path | None:
+    # the cached release's subset, else either pinned release's: the release need not be there (a bundle has none)
     hit = sources.cached(settings.cache_dir, rec)
-    if hit is None:
-        return None
-    path = steps.pruned_path(settings, rec, hit.archive, variant)
-    return path if path.is_file() and path.with_name("pruned.json").is_file() else None
+    for archive in [hit.archive] if hit else rec.archives:
+        path = steps.pruned_path(settings, rec, archive, variant)
+        if path.is_file() and path.with_name("pruned.json").is_file():
+            return path
+    return None
 
 
 def execute(plan: Plan, log: Log) -> None:

@@ -157,6 +157,7 @@ def image_statement(
     finished: float,
     record_sha256: str,
     builder_id: str = DEFAULT_BUILDER_ID,
+    signing: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     tree = rec.tree
     layer_types = sorted({mt for mt, _, _ in image.layers})
@@ -182,6 +183,7 @@ def image_statement(
             "jobs": rec.jobs,
             "inputsDigest": rec.inputs_digest,
             "machine": (rec.toolchain.machine if rec.toolchain else None) or "",
+            **({"signing": dict(signing)} if signing is not None else {}),
         },
         deps=llvm_dependencies(rec, canonical),
         builder_id=builder_id,
@@ -202,6 +204,7 @@ def wheel_statement(
     record_sha256: str,
     toolchain: ToolchainVersions | None = None,
     builder_id: str = DEFAULT_BUILDER_ID,
+    signing: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     llvm = wrec.llvm
     reqs = wrec.build_requirements
@@ -256,6 +259,7 @@ def wheel_statement(
             "offline": _offline(wrec.offline),
             "pip": "--no-index --no-build-isolation, from the hash-pinned wheelhouse",
             "machine": wrec.machine,
+            **({"signing": dict(signing)} if signing is not None else {}),
         },
         deps=deps,
         builder_id=builder_id,

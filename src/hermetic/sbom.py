@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import __version__
+from . import __version__, licences
 from .recipe import Recipe
-from .record import BuildRecord, ToolchainRef, ToolchainVersions, WheelRecord
+from .record import BuildRecord, ToolchainRef
 
 SPEC_VERSION = "1.6"
 SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"
@@ -126,21 +126,28 @@ def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, 
 # -- the LLVM part: install tree, its sources, its recipe and how it was built ------------------------
 
 
-def _toolchain_components(toolchain: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+def _licensed(expression: str, source: str) -> dict[str, Any]:
+    """A component's `licenses`, and a property saying where the expression was read."""
+    return {"licenses": _license(expression), "properties": _props([("license.source", source)])}
+
+
+def _with_licence(component: dict[str, Any], found: licences.Found) -> dict[str, Any]:
+    extra = _licensed(found.expression, found.source)
+    component["licenses"] = extra["licenses"]
+    component["properties"] = [*(component.get("properties") or []), *extra["properties"]]
+    return component
+
+
+def _toolchain_components(toolchain: Mapping[str, Any], prefix: str, kind: str = "host") -> list[dict[str, Any]]:
     out = []
     for name in ("cc", "cxx", "cmake", "ninja", "conan", "python"):
         line = str(toolchain.get(name, "") or "")
         if not line:
             continue
-        out.append(
-            {
-                "type": "application",
-                "bom-ref": f"{prefix}tool:{name}",
-                "name": name,
-                "version": tool_version(line),
-                "description": line,
-            }
-        )
+        comp = {"type": "application", "bom-ref": f"{prefix}tool:{name}", "name": name,
+                "version": tool_version(line), "description": line}
+        found = licences.of_compiler(line, kind) if name in ("cc", "cxx") else licences.of_package(name)
+        out.append(_with_licence(comp, found))
     return out
 
 
@@ -158,7 +165,7 @@ def toolchain_purl(tc: ToolchainRef) -> str:
 def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]:
     """The pinned toolchain wheel a build compiled with, as a formulation tool with its sha256."""
     package, version = toolchain_package(tc)
-    return {
+    comp = {
         "type": "application",
         "bom-ref": f"{prefix}toolchain:{package}-{version}",
         "name": package,
@@ -171,6 +178,19 @@ def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]
              ("toolchain.glibc", tc.glibc)]
         ),
     }
+    return _with_licence(comp, licences.of_package(package))
+
+
+def runtime_components(kind: str, compiler_line: str, prefix: str) -> list[dict[str, Any]]:
+    """What the compiler links into every binary it makes: its runtime libraries, the C library's start files."""
+    return [
+        _with_licence(
+            {"type": "library", "bom-ref": f"{prefix}runtime:{i}", "name": part["name"],
+             "description": f"linked into the binaries by the {kind if kind != 'host' else 'host'} compiler"},
+            licences.Found(part["expression"], f"pinned: {part['from']}"),
+        )
+        for i, part in enumerate(licences.runtime_parts(kind, compiler_line))
+    ]
 
 
 def _toolchain_props(tc: ToolchainRef) -> list[tuple[str, Any]]:
@@ -180,127 +200,103 @@ def _toolchain_props(tc: ToolchainRef) -> list[tuple[str, Any]]:
     return [("toolchain", f"{tc.name} {tc.version}"), ("toolchain.target", tc.target), ("toolchain.glibc", tc.glibc)]
 
 
-def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
-    """Components, dependencies and formulation of a hermetic LLVM build record."""
-    recipe = rec.recipe
-    version = recipe.version
-    variant = rec.variant
-    options = dict(rec.options)
-    tree = rec.tree
-    sources = list(rec.sources)
-    pruned = rec.pruned
-    source_refs: list[str] = []
-    components: list[dict[str, Any]] = []
-
-    for s in sources:
-        file, sha, origin = s.file, s.sha256, s.origin
-        ext = []
-        where = origin_uri(origin, canonical.get(file, ""))
-        if where.startswith(("http://", "https://")):
-            ext.append({"type": "source-distribution", "url": where})
+def _source_components(rec: BuildRecord, canonical: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The release archives the build was fetched from, with their sha256 and where each came from."""
+    out = []
+    for s in rec.sources:
+        where = origin_uri(s.origin, canonical.get(s.file, ""))
+        ext = [{"type": "source-distribution", "url": where}] if where.startswith(("http://", "https://")) else []
         comp: dict[str, Any] = {
             "type": "file",
-            "bom-ref": f"source:{file}",
-            "name": file,
-            "version": version,
-            "description": f"LLVM {version} release source archive",
-            "hashes": _sha256(sha),
+            "bom-ref": f"source:{s.file}",
+            "name": s.file,
+            "version": rec.recipe.version,
+            "description": f"LLVM {rec.recipe.version} release source archive",
+            "hashes": _sha256(s.sha256),
             "licenses": _license(LLVM_LICENSE),
             "externalReferences": [*ext, {"type": "vcs", "url": LLVM_VCS}, {"type": "website", "url": LLVM_WEBSITE}],
-            "properties": _props([("origin", origin), ("canonical-location", canonical.get(file, ""))]),
+            "properties": _props([("origin", s.origin), ("canonical-location", canonical.get(s.file, ""))]),
         }
         if where.startswith("pkg:"):
             comp["purl"] = where
-        components.append(comp)
-        source_refs.append(comp["bom-ref"])
+        out.append(comp)
+    return out
 
-    build_input = source_refs[:1]
+
+def _built_source(rec: BuildRecord) -> tuple[list[dict[str, Any]], list[str]]:
+    """What the build read: the pruned subset (derived from the release archive), or the archive itself."""
+    version, pruned, sources = rec.recipe.version, rec.pruned, rec.sources
     if pruned:
         parent = sources[0] if sources else None
         comp = {
-            "type": "file",
-            "bom-ref": "source:pruned",
-            "name": pruned.file,
-            "version": version,
-            "description": f"the subset of the LLVM {version} source that variant {variant} builds",
-            "hashes": _sha256(pruned.sha256),
-            "licenses": _license(LLVM_LICENSE),
+            "type": "file", "bom-ref": "source:pruned", "name": pruned.file, "version": version,
+            "description": f"the subset of the LLVM {version} source that variant {rec.variant} builds",
+            "hashes": _sha256(pruned.sha256), "licenses": _license(LLVM_LICENSE),
             "pedigree": {
-                "ancestors": [
-                    {
-                        "type": "file",
-                        "name": parent.file if parent else "",
-                        "version": version,
-                        "hashes": _sha256(parent.sha256 if parent else ""),
-                    }
-                ],
+                "ancestors": [{"type": "file", "name": parent.file if parent else "", "version": version,
+                               "hashes": _sha256(parent.sha256 if parent else "")}],
                 "notes": "deterministic subset: llvm/ without test, unittests, docs, benchmarks, examples, bindings "
                 "and the unbuilt lib/Target directories (hermetic source prune)",
             },
             "properties": _props([("prune.key", pruned.key), ("size", pruned.size)]),
         }
-        components.append(comp)
-        build_input = ["source:pruned"]
-    elif not sources:
-        sa = rec.source_archive
-        components.append(
-            {
-                "type": "file",
-                "bom-ref": "source:archive",
-                "name": sa.file,
-                "hashes": _sha256(sa.sha256),
-                "licenses": _license(LLVM_LICENSE),
-            }
-        )
-        build_input = ["source:archive"]
+        return [comp], ["source:pruned"]
+    if sources:
+        return [], [f"source:{sources[0].file}"]
+    sa = rec.source_archive
+    return [{"type": "file", "bom-ref": "source:archive", "name": sa.file, "hashes": _sha256(sa.sha256),
+             "licenses": _license(LLVM_LICENSE)}], ["source:archive"]
 
-    recipe_comp = {
-        "type": "file",
-        "bom-ref": "recipe:llvm",
-        "name": f"hermetic recipe {recipe.name}",
-        "version": version,
-        "description": "Conan 2 recipe, variants and pinned sources (recipes/llvm)",
-        "properties": _props([("recipe.digest", recipe.digest), ("recipe.name", recipe.name)]),
+
+def _recipe_component(rec: BuildRecord) -> dict[str, Any]:
+    comp = {
+        "type": "file", "bom-ref": "recipe:llvm", "name": f"hermetic recipe {rec.recipe.name}",
+        "version": rec.recipe.version, "description": "Conan 2 recipe, variants and pinned sources (recipes/llvm)",
+        "properties": _props([("recipe.digest", rec.recipe.digest), ("recipe.name", rec.recipe.name)]),
     }
-    components.append(recipe_comp)
+    return _with_licence(comp, licences.of_package("hermetic"))
 
-    files = tree.files
-    tree_comp = {
-        "type": "library",
-        "bom-ref": ref,
-        "name": "llvm",
-        "version": version,
-        "description": f"LLVM {version}, variant {variant}, installed at {rec.prefix}",
+
+def _tree_component(rec: BuildRecord, ref: str) -> dict[str, Any]:
+    files = rec.tree.files
+    return {
+        "type": "library", "bom-ref": ref, "name": "llvm", "version": rec.recipe.version,
+        "description": f"LLVM {rec.recipe.version}, variant {rec.variant}, installed at {rec.prefix}",
         "licenses": _license(LLVM_LICENSE),
         "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
         "properties": _props(
             [
-                ("variant", variant),
-                *((f"option.{k}", v) for k, v in sorted(options.items())),
+                ("variant", rec.variant),
+                *((f"option.{k}", v) for k, v in sorted(dict(rec.options).items())),
                 ("prefix", rec.prefix),
-                ("tree.digest", tree.digest),
-                ("tree.size", tree.size),
+                ("tree.digest", rec.tree.digest),
+                ("tree.size", rec.tree.size),
                 ("tree.entries", len(files) if files else None),
                 ("source-date-epoch", rec.source_date_epoch),
                 ("inputs.digest", rec.inputs_digest),
             ]
         ),
     }
-    components.insert(0, tree_comp)
 
-    offline = rec.offline
-    tools = _toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-")
+
+def _llvm_tools(rec: BuildRecord) -> list[dict[str, Any]]:
     pinned = rec.toolchain_ref
+    tools = _toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-", pinned.kind)
     if pinned.kind != "host":
         tools.append(_pinned_toolchain_component(pinned, "llvm-"))
-    workflow = {
+    return tools
+
+
+def _llvm_workflow(rec: BuildRecord, build_input: list[str], ref: str) -> dict[str, Any]:
+    offline, options = rec.offline, dict(rec.options)
+    return {
         "bom-ref": "workflow:llvm-build",
-        "uid": rec.inputs_digest or f"llvm-{variant}",
-        "name": f"hermetic build llvm --variant {variant}",
+        "uid": rec.inputs_digest or f"llvm-{rec.variant}",
+        "name": f"hermetic build llvm --variant {rec.variant}",
         "taskTypes": ["build"],
         "inputs": [
             *({"resource": {"ref": r}} for r in [*build_input, "recipe:llvm"]),
-            {"parameters": [{"name": "variant", "value": variant}]
+            {"parameters": [{"name": "variant", "value": rec.variant}]
              + [{"name": k, "value": str(v)} for k, v in sorted(options.items())]},
             {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.source_date_epoch)}]
              + [{"name": k, "value": v} for k, v in BUILD_ENV]},
@@ -314,17 +310,26 @@ def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-t
                 ("jobs", rec.jobs),
                 ("build-commands", rec.build_commands),
                 ("machine", rec.toolchain.machine if rec.toolchain else None),
-                *_toolchain_props(pinned),
+                *_toolchain_props(rec.toolchain_ref),
             ]
         ),
     }
+
+
+def llvm_part(rec: BuildRecord, canonical: Mapping[str, str], ref: str = "llvm-tree") -> dict[str, Any]:
+    """Components, dependencies and formulation of a hermetic LLVM build record."""
+    sources = _source_components(rec, canonical)
+    derived, build_input = _built_source(rec)
+    components = [_tree_component(rec, ref), *sources, *derived, _recipe_component(rec)]
+    source_refs = [c["bom-ref"] for c in sources]
     deps = [
         {"ref": ref, "dependsOn": [*build_input, "recipe:llvm"]},
         *({"ref": c["bom-ref"], "dependsOn": []} for c in components if c["bom-ref"] != ref),
     ]
-    if pruned and source_refs:
+    if derived and derived[0]["bom-ref"] == "source:pruned" and source_refs:
         deps = [d if d["ref"] != "source:pruned" else {"ref": "source:pruned", "dependsOn": source_refs[:1]} for d in deps]
-    return {"components": components, "dependencies": deps, "tools": tools, "workflow": workflow}
+    return {"components": components, "dependencies": deps, "tools": _llvm_tools(rec),
+            "workflow": _llvm_workflow(rec, build_input, ref)}
 
 
 # -- images --------------------------------------------------------------------------------------------
@@ -392,178 +397,6 @@ class LLVMOrigin:
     @property
     def purl(self) -> str:
         return f"pkg:deb/debian/{self.package}@{self.version}?arch={self.arch}"
-
-
-def wheel_sbom(
-    wrec: WheelRecord,
-    *,
-    license_expression: str,
-    llvm_record: BuildRecord | None,
-    llvm_origin: LLVMOrigin | None,
-    canonical: Mapping[str, str],
-    toolchain: ToolchainVersions | None = None,
-) -> dict[str, Any]:
-    """The SBOM of a wheel `hermetic wheel` built: the wheel, the LLVM (and nanobind) linked into it, its build
-    toolchain, and for a third-party recipe the release sdist it was built from."""
-    name = wrec.wheel
-    parts = name.removesuffix(".whl").split("-")
-    dist, version = (parts[0], parts[1]) if len(parts) >= 2 else (name, "")
-    sha = wrec.sha256
-    pinned = {p.name: p for p in wrec.build_requirements.pinned}
-    llvm = wrec.llvm
-    subject = {
-        "type": "library",
-        "bom-ref": "wheel",
-        "name": dist,
-        "version": version,
-        "description": f"{name}: built from its release sdist {wrec.project.sdist.file} against LLVM {llvm.version}"
-        if wrec.project.sdist else f"{name}: the compiler core built against LLVM {llvm.version}",
-        "hashes": _sha256(sha),
-        "licenses": _license(license_expression),
-        "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
-        "properties": _props(
-            [
-                ("wheel.file", name),
-                ("wheel.tag", wrec.tag),
-                ("wheel.size", wrec.size),
-                ("glibc-required", wrec.glibc_required),
-                ("platform-tag.from", wrec.platform_tag.source),
-            ]
-        ),
-    }
-    sd = wrec.project.sdist
-    if sd is not None:
-        subject["externalReferences"] = [{"type": "source-distribution", "url": sd.url or f"file:{sd.file}",
-                                          "hashes": _sha256(sd.sha256)}]
-    bom = _bom(subject, "sha256:" + sha, wrec.source_date_epoch)
-    components: list[dict[str, Any]] = []
-    deps: list[dict[str, Any]] = []
-    formula_tools: list[dict[str, Any]] = []
-    workflows: list[dict[str, Any]] = []
-    llvm_ref = "llvm-tree"
-    if llvm_record is not None:
-        part = llvm_part(llvm_record, canonical, ref=llvm_ref)
-        components += part["components"]
-        deps += part["dependencies"]
-        formula_tools += part["tools"]
-        workflows.append(part["workflow"])
-    else:
-        comp: dict[str, Any] = {
-            "type": "library",
-            "bom-ref": llvm_ref,
-            "name": "llvm",
-            "version": llvm.version,
-            "description": f"LLVM {llvm.version} at {llvm.prefix}, linked statically",
-            "licenses": _license(LLVM_LICENSE),
-            "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
-            "properties": _props([("prefix", llvm.prefix), ("built-by", "not hermetic: no build record")]),
-        }
-        if llvm_origin is not None:
-            comp["purl"] = llvm_origin.purl
-            comp["properties"] += _props(
-                [("package", f"{llvm_origin.package} {llvm_origin.version}"), ("source-package", llvm_origin.source_package)]
-            )
-        components.append(comp)
-        deps.append({"ref": llvm_ref, "dependsOn": []})
-
-    nb = pinned.get("nanobind")
-    if nb is not None:
-        components.append(
-            {
-                "type": "library",
-                "bom-ref": "nanobind",
-                "name": "nanobind",
-                "version": nb.version,
-                "description": "compiled into the extension module (static)",
-                "licenses": _license(NANOBIND_LICENSE),
-                "purl": f"pkg:pypi/nanobind@{nb.version}",
-                "hashes": [{"alg": "SHA-256", "content": h} for h in nb.sha256],
-            }
-        )
-        deps.append({"ref": "nanobind", "dependsOn": []})
-    deps.insert(0, {"ref": "wheel", "dependsOn": [llvm_ref, *(["nanobind"] if nb is not None else [])]})
-
-    for pname, p in sorted(pinned.items()):
-        formula_tools.append(
-            {
-                "type": "application" if pname not in ("nanobind", "scikit-build-core", "packaging", "pathspec") else "library",
-                "bom-ref": f"wheel-tool:{pname}",
-                "name": pname,
-                "version": p.version,
-                "purl": f"pkg:pypi/{pname}@{p.version}",
-                "hashes": [{"alg": "SHA-256", "content": h} for h in p.sha256],
-            }
-        )
-    if sd is not None:
-        # what was built: the release source, admitted to the cache only by this digest
-        formula_tools.append({
-            "type": "file",
-            "bom-ref": "sdist",
-            "name": sd.file,
-            "version": sd.version,
-            "description": f"{sd.name} {sd.version}'s release source, built by the wheel recipe {wrec.project.recipe}",
-            "hashes": _sha256(sd.sha256),
-            "purl": f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
-            **({"externalReferences": [{"type": "source-distribution", "url": sd.url}]} if sd.url else {}),
-            "properties": _props([("origin", sd.origin)]),
-        })
-    py = wrec.python
-    formula_tools.append(
-        {
-            "type": "application",
-            "bom-ref": "wheel-tool:python",
-            "name": py.implementation.lower(),
-            "version": py.version,
-            "description": f"the interpreter the wheel was built for ({py.tag})",
-        }
-    )
-    chain = toolchain or wrec.toolchain
-    compilers = {"cc": chain.cc, "cxx": chain.cxx} if chain else {}
-    for c in _toolchain_components(compilers, "wheel-"):
-        if chain and chain.detected_at:
-            c["properties"] = _props([("detected-at", chain.detected_at)])
-        formula_tools.append(c)
-    pinned_tc = wrec.toolchain_ref
-    if pinned_tc.kind != "host":
-        formula_tools.append(_pinned_toolchain_component(pinned_tc, "wheel-"))
-
-    offline = wrec.offline
-    workflows.append(
-        {
-            "bom-ref": "workflow:wheel",
-            "uid": "sha256:" + sha,
-            "name": f"hermetic wheel {wrec.project.name} --llvm {llvm.prefix}",
-            "taskTypes": ["build"],
-            "inputs": [
-                {"resource": {"ref": llvm_ref}},
-                *([{"resource": {"ref": "sdist"}}] if sd is not None else []),
-                {"parameters": [
-                    {"name": "project", "value": wrec.project.name},
-                    {"name": "recipe", "value": wrec.project.recipe},
-                    {"name": "llvm-prefix", "value": llvm.prefix},
-                    {"name": "llvm-version", "value": llvm.version},
-                    {"name": "build-requirements.digest", "value": wrec.build_requirements.digest},
-                    {"name": "recipe.digest", "value": wrec.recipe_digest},
-                ]},
-                {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(wrec.source_date_epoch)}]
-                 + [{"name": k, "value": v} for k, v in BUILD_ENV]},
-            ],
-            "outputs": [{"type": "artifact", "resource": {"ref": "wheel"}}],
-            "properties": _props(
-                [
-                    ("offline.enforced", str(offline.enforced).lower()),
-                    ("offline.method", offline.method),
-                    ("offline.reason", offline.reason),
-                    ("machine", wrec.machine),
-                    *_toolchain_props(pinned_tc),
-                ]
-            ),
-        }
-    )
-    bom["components"] = components
-    bom["dependencies"] = deps
-    bom["formulation"] = [{"bom-ref": "formula:wheel", "components": _unique(formula_tools), "workflows": workflows}]
-    return bom
 
 
 def _unique(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

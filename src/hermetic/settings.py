@@ -72,6 +72,8 @@ class Settings:
     compile_cache: CompileCache | None = None
     # The compile hosts (distccd) the LLVM compiles are spread over; never an input either.
     distribute: Distribution | None = None
+    # The builder's signing key (ECDSA P-256, PEM): attestations are signed with it; None leaves them unsigned.
+    sign_key: Path | None = None
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}
@@ -122,6 +124,7 @@ _KEYS = {
     "substitutes": "SUBSTITUTES",
     "compile_cache": "COMPILE_CACHE",
     "distribute": "DISTRIBUTE",
+    "sign_key": "SIGNING_KEY_FILE",
 }
 
 
@@ -223,6 +226,7 @@ def resolve(
         substitutes=substitutes,
         compile_cache=compile_cache,
         distribute=distribute,
+        sign_key=Path(str(merged["sign_key"])).expanduser().resolve() if merged.get("sign_key") else None,
     )
 
 

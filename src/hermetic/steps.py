@@ -23,6 +23,20 @@ def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive,
     return settings.cache_dir / "pruned" / key / f"{rec.pruned_root}-{variant.name}.tar.xz"
 
 
+def cached_pruned(settings: Settings, rec: recipe.Recipe, variant: recipe.Variant, log: Log) -> dict[str, Any] | None:
+    """The variant's pruned archive of either pinned release, verified in the cache, without the release itself
+    (a bundle carries only the pruned source); None when neither is there."""
+    # the cached release's subset first, as `fetch` then `ensure_pruned` would pick (the record names the release)
+    hit = sources.cached(settings.cache_dir, rec)
+    for archive in [hit.archive] if hit else rec.archives:
+        dest = pruned_path(settings, rec, archive, variant)
+        if dest.is_file() and dest.with_name("pruned.json").is_file():
+            meta = _pruned_meta(dest.with_name("pruned.json"))
+            if meta.get("from", {}).get("sha256") == archive.sha256 and sources.cached_file(dest, meta["sha256"], log):
+                return meta | {"path": str(dest)}
+    return None
+
+
 def ensure_pruned(
     settings: Settings, rec: recipe.Recipe, src: sources.CachedArchive, variant: recipe.Variant, log: Log
 ) -> dict[str, Any]:
@@ -105,6 +119,8 @@ def build_inputs(
             )
         origin = [meta["from"]] if meta else [{"file": path.name, "sha256": digest, "origin": f"path:{path}"}]
         return llvm.BuildInputs(rec, variant, path, digest, tuple(origin), meta, source_mode="path")
+    if source == "pruned" and (meta := cached_pruned(settings, rec, variant, log)) is not None:
+        return llvm.BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (meta["from"],), meta)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     if source == "full":
         return llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, source_mode="full")

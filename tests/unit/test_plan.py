@@ -100,3 +100,31 @@ def test_build_llvm_prints_its_plan_on_stderr(tmp_path: Path) -> None:
     )
     assert proc.stdout == "" and proc.stderr.startswith("plan:\n")
     assert "build llvm-support" in proc.stderr and proc.returncode == 4
+
+
+def test_a_cached_pruned_source_needs_no_release_archive(tmp_path: Path) -> None:
+    """What a bundle feeds: the pruned subset and its pruned.json, not the release; the build reads the subset."""
+    import json
+
+    from hermetic import recipe, steps
+    from hermetic.digests import file_sha256
+
+    settings = _settings(tmp_path, variant="support", toolchain="host")
+    rec = recipe.load(ROOT / "recipes")
+    variant = recipe.resolve_variant(rec, "support")
+    archive = rec.archives[0]
+    dest = steps.pruned_path(settings, rec, archive, variant)
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"a pruned archive")
+    meta = {"file": dest.name, "path": "/elsewhere/" + dest.name, "sha256": file_sha256(dest), "size": 16,
+            "key": "k" * 64, "variant": "support",
+            "from": {"file": archive.file, "sha256": archive.sha256, "origin": "apt:x"}}
+    dest.with_name("pruned.json").write_text(json.dumps(meta))
+    job = plan.plan_all(settings, lambda m: None)
+    assert job.step("prune").state == plan.DONE
+    assert job.step("fetch").state == plan.SKIP and "pruned source is cached" in job.step("fetch").detail
+    got = steps.build_inputs(settings, rec, variant, "pruned", lambda m: None)
+    assert got.source_archive == dest and got.source_sha256 == meta["sha256"]
+    # a subset that no longer matches its pruned.json is not taken (and the release is then needed)
+    dest.write_bytes(b"a changed archive")
+    assert steps.cached_pruned(settings, rec, variant, lambda m: None) is None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hermetic import attest, record, sbom
+from hermetic import attest, record, sbom, sbom_wheel
 from hermetic.digests import file_sha256
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
@@ -103,8 +103,8 @@ def test_image_sbom_names_what_the_image_was_built_from(tmp_path: Path) -> None:
     assert props["hermetic:offline.enforced"] == "true" and props["hermetic:offline.method"] == "netns"
     env = [e for i in build["inputs"] for e in i.get("environmentVars", [])]
     assert {"name": "SOURCE_DATE_EPOCH", "value": str(EPOCH)} in env
-    # licenses: LLVM's, as an SPDX expression of known ids
-    assert set(_licenses(bom)) == {"Apache-2.0 WITH LLVM-exception"}
+    # licenses: LLVM's, and the recipe's (hermetic's own), as SPDX expressions of known ids
+    assert set(_licenses(bom)) == {"Apache-2.0 WITH LLVM-exception", "Apache-2.0"}
     assert {"Apache-2.0", "LLVM-exception"} <= _spdx_ids()
 
 
@@ -127,7 +127,7 @@ def _image_sbom_of_other_tree(tmp_path: Path) -> tuple[dict[str, Any], Path]:
 def test_wheel_sbom_against_debian_llvm(tmp_path: Path) -> None:
     wheel = fake_wheel(tmp_path / "dist")
     art = attest.find_wheel(wheel)
-    bom = sbom.wheel_sbom(
+    bom = sbom_wheel.wheel_sbom(
         art.record, license_expression=attest.wheel_license(wheel), llvm_record=None,
         llvm_origin=sbom.LLVMOrigin("llvm-19-dev", "1:19.1.7-3~deb12u1", "amd64", "llvm-toolchain-19"),
         canonical={},
@@ -144,7 +144,9 @@ def test_wheel_sbom_against_debian_llvm(tmp_path: Path) -> None:
     for name, version in {"scikit-build-core": "1.1.2", "nanobind": "3.1.0", "cmake": "4.4.4", "ninja": "1.13.2",
                           "cpython": "3.11.7", "cxx": "12.2.0"}.items():
         assert tools.get(name) == version, (name, tools)
-    assert set(_licenses(bom)) <= {"Apache-2.0", "Apache-2.0 WITH LLVM-exception", "BSD-3-Clause"}
+    # what the host's gcc links into the extension: libgcc/libstdc++'s static parts, glibc's start files
+    assert set(_licenses(bom)) == {"Apache-2.0", "Apache-2.0 WITH LLVM-exception", "BSD-3-Clause",
+                                   "GPL-3.0-or-later WITH GCC-exception-3.1", "LGPL-2.1-or-later WITH GCC-exception-2.0"}
 
 
 def test_wheel_sbom_against_a_hermetic_llvm_carries_its_sources(tmp_path: Path) -> None:

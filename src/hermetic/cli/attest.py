@@ -9,9 +9,11 @@ from pathlib import Path
 from .. import provenance
 from ..attest import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
 from ..errors import UsageError
+from ..image_signatures import sign_layout
 from ..oci.layout import Layout
 from ..settings import Settings
 from .common import Common, Subparsers, add_command, out, say
+from .sign import add_sign_key, signing_key
 
 
 def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
@@ -24,6 +26,10 @@ def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
         refs = attest_image(settings, path, rec, builder_id=builder_id, arch=args.arch)
         for r in refs:
             out(f"{r.kind} {r.digest} -> {facts.name}@{facts.manifest_digest}")
+        key = signing_key(settings)
+        if key is not None and args.identity:
+            for d in sign_layout(Layout(path), key, args.identity):
+                out(f"signature {d.digest} as {args.identity}")
     elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
         for p in attest_wheel(settings, path, builder_id):
             out(str(p))
@@ -33,7 +39,8 @@ def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:
             "hermetic attests OCI image layouts (written by `hermetic image`) and wheels (with their wheel-record.json)",
             "pass a layout directory, a .whl or a wheel-record.json",
         )
-    say(settings, f"attest: done in {time.monotonic() - started:.1f}s")
+    signed = "signed with " + str(settings.sign_key) if settings.sign_key else "UNSIGNED (no --sign-key)"
+    say(settings, f"attest: done in {time.monotonic() - started:.1f}s; {signed}")
     return 0
 
 
@@ -45,4 +52,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--record", help="build record of the image (default: WORK_DIR/llvm/<variant>/record.json)")
     p.add_argument("--arch", help="the platform of a multi-platform layout (default: this machine's)")
     p.add_argument("--builder-id", help=f"builder identity in the provenance (default {provenance.DEFAULT_BUILDER_ID})")
+    p.add_argument("--identity", metavar="REGISTRY/REPO:TAG",
+                   help="with --sign-key, also sign the image as the reference it will be pulled by")
+    add_sign_key(p, images=False)
     p.set_defaults(func=cmd_attest)

@@ -14,6 +14,7 @@ from ..oci.index import merge_layouts
 from ..oci.layout import spec_from_record
 from ..record import load_build_record, write_json
 from ..settings import Settings
+from .bundle import add_bundle, from_bundle
 from .common import (
     Common,
     Subparsers,
@@ -27,6 +28,7 @@ from .common import (
     overrides,
     say,
 )
+from .sign import add_sign_key
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
@@ -67,6 +69,7 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
+    settings = from_bundle(args, settings)
     log = stderr_log(settings.quiet)
     # The same plan as `hermetic all`, narrowed to the build and the steps it needs.
     job = plan.plan_all(
@@ -103,6 +106,7 @@ def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
+    settings = from_bundle(args, settings)
     log = stderr_log(settings.quiet)
     if len(settings.arches) > 1:
         return _all_arches(args, settings, log)
@@ -160,6 +164,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     add_substitute(p)
     add_compile_cache(p)
     add_distribute(p)
+    add_bundle(p)
     p.set_defaults(func=cmd_build_llvm)
 
     p = add_command(subparsers, "variants", "list the recipe's variants", [common.base])
@@ -172,5 +177,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     add_substitute(p)
     add_compile_cache(p)
     add_distribute(p)
+    add_bundle(p)
+    add_sign_key(p, images=False)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.
     p.set_defaults(func=cmd_all, multi_arch=True)

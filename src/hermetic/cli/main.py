@@ -20,15 +20,15 @@ from typing import Any, TextIO
 from .. import __version__
 from ..errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
 from ..settings import resolve
-from . import attest, build, inspect, oci, toolchain, verify, wheel
+from . import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
 from .common import Handler, common_parsers
 
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
-_GROUPS = (build, toolchain, oci, wheel, verify, attest, inspect)
+_GROUPS = (build, toolchain, oci, wheel, bundle, verify, attest, sign, intoto, inspect)
 
 _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "llvm_recipe", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
-                 "no_compile_cache", "distribute", "no_distribute")
+                 "no_compile_cache", "distribute", "no_distribute", "sign_key")
 # Options whose argparse dest differs from the setting's name (common.py says why).
 _DESTS = {"arch": "target_arch"}
 # Commands whose output is a read-only listing: a reader that stops early (`| head`) is no failure of theirs.

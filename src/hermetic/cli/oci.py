@@ -16,7 +16,11 @@ from typing import Any
 
 from .. import recipe, substitute
 from ..attest import attest_image
+from ..bundle import is_bundle
 from ..errors import UsageError, VerifyError
+from ..image_signatures import image_subjects, sign_layout
+from ..image_signatures import pull_into_layout as pull_signatures
+from ..image_signatures import push_from_layout as push_signatures
 from ..oci.index import merge_layouts
 from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
 from ..oci.layout import INDEX_TYPES, Descriptor, Layout, LayoutRef, pick_root, spec_from_record, write_image
@@ -29,6 +33,7 @@ from ..oci.transport import DEFAULT_MAX_DOCUMENT, set_document_limit
 from ..oci.unpack import unpack_layout, verify_tree
 from ..record import load_build_record
 from ..settings import Settings
+from . import sign
 from .common import Common, Subparsers, add_command, add_group, add_platform, out, say
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -113,11 +118,28 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
             f"{s.bytes_sent / 1e6:.1f} MB in {s.seconds:.1f} s ({s.retries} retries)",
         )
         out(f"{ref} {result.digest}")
-        if not args.no_attestations:
+        _push_signatures(args, client, layout, ref, settings)
+        if not args.no_attestations and not is_bundle(layout):  # a bundle is an input, not a built image
             _push_attestations(client, layout, ref, result.digest, args.chunk_size, settings)
     finally:
         client.close()
     return 0
+
+
+def _push_signatures(args: argparse.Namespace, client: Any, layout: Layout, ref: Any, settings: Settings) -> None:
+    """Sign as the destination when a key is given; push every signature the layout holds to `sha256-<hex>.sig`."""
+    key = sign.signing_key(settings)
+    if key is not None:
+        sign_layout(layout, key, sign.identity_of(ref))
+    digests = [d.digest for d in image_subjects(layout)]
+    pushed = push_signatures(client, layout, ref.repository, digests, sign.identity_of(ref))
+    for p in pushed:
+        out(f"{ref.registry}/{ref.repository}:{p.tag} {p.count} signature(s) of {p.subject}")
+    gpg = sign.gpg_sign(args, ref, digests)
+    for path in gpg:
+        out(f"{path} (OpenPGP signature of {ref})")
+    if not pushed and not gpg:
+        say(settings, f"{ref}: unsigned (no signing key: pass --sign-key, --gpg-key, or set $HERMETIC_SIGNING_KEY_FILE)")
 
 
 def _push_attestations(client: Any, layout: Layout, ref: Any, digest: str, chunk: int, settings: Settings) -> None:
@@ -214,6 +236,8 @@ def _pull_attestations(
         out(f"{ref.registry}/{ref.repository}@{r.digest} {r.artifact_type} -> {r.subject} ({via}){where}")
     if not got:
         say(settings, f"{ref}: no attestations ({via})")
+    signed = pull_signatures(client, ref.repository, digest, layout, pick_root(layout))
+    say(settings, f"{ref}: {signed} signature(s) of {digest}" if signed else f"{ref}: unsigned")
 
 
 def warn(text: str) -> None:
@@ -261,6 +285,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
                       help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
+    sign.add_sign_key(llvm, images=False)
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
         "--compression",
@@ -296,6 +321,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     push.add_argument(
         "--no-attestations", action="store_true", help="do not attach the layout's SBOM and provenance (OCI referrers)"
     )
+    sign.add_sign_key(push)
     push.set_defaults(func=cmd_push)
 
     pull = add_command(subparsers, "pull", "pull an image into a layout or unpack it", [common.base])

@@ -6,11 +6,14 @@ import argparse
 import shutil
 from pathlib import Path
 
+from ..attest import WHEEL_RECORD, is_layout
 from ..errors import UsageError
 from ..log import stderr_log
 from ..oci.layout import LayoutRef
 from ..oci.reference import parse_image_source
 from ..settings import Settings
+from ..signature_check import check_layout, check_wheel
+from ..signing import load_verify_key
 from ..verify import Mismatch, verify
 from .common import Common, Subparsers, add_command, out, out_json, say
 
@@ -28,7 +31,30 @@ def _artifact(text: str) -> Path:
     )
 
 
+def _check_signatures(args: argparse.Namespace, settings: Settings) -> None:
+    """--key: the artifact's signatures by those keys (all of them, or --threshold of them); raises on any refusal."""
+    keys = [load_verify_key(k) for k in args.key]
+    threshold = args.threshold or len(keys)
+    if not 1 <= threshold <= len(keys):
+        raise UsageError(f"--threshold {args.threshold} with {len(keys)} key(s)", "", "give 1..number of --key")
+    path = _artifact(args.artifact)
+    if is_layout(path):
+        checked = check_layout(path, keys, threshold, settings.arch)
+    elif path.suffix == ".whl" or path.name == WHEEL_RECORD or (path / WHEEL_RECORD).is_file():
+        checked = check_wheel(path, keys)
+    else:
+        raise UsageError(f"cannot check the signatures of {path}", "--key checks image layouts and wheels",
+                         "pass a layout (pull it with --with-attestations) or a .whl")
+    for c in checked:
+        out(f"signature: {c.what:<10} {c.detail}")
+    out(f"verify: signatures OK ({threshold} of {len(keys)} key(s))")
+
+
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if args.key:
+        _check_signatures(args, settings)
+        if not args.rebuild:
+            return 0
     if shutil.which("diffoscope") is None:
         say(settings, "verify: diffoscope is not installed; a mismatch will be reported without a content diff")
     try:
@@ -72,4 +98,10 @@ def register(subparsers: Subparsers, common: Common) -> None:
                    help="LLVM: build from the whole release archive, not the pruned subset (which is still pruned "
                         "again and compared): a match shows pruning dropped nothing the build reads")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    g = p.add_argument_group("signatures")
+    g.add_argument("--key", action="append", default=[], metavar="PUB",
+                   help="check the signatures of the image (or wheel), its SBOM and provenance by this public key; "
+                        "repeatable (one per builder); then stop, unless --rebuild")
+    g.add_argument("--threshold", type=int, default=0, metavar="K", help="with several --key: K of them suffice (all)")
+    g.add_argument("--rebuild", action="store_true", help="with --key: also rebuild and compare")
     p.set_defaults(func=cmd_verify)

@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..log import stderr_log
 from ..settings import Settings
 from ..toolchain import machine_arch
+from .bundle import add_bundle, from_bundle
 from .common import Common, Subparsers, add_command, out, out_json
 
 # `--python` given without a value: list the interpreters instead of building.
@@ -49,6 +50,7 @@ def cmd_list_pythons(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
+    settings = from_bundle(args, settings)
     if args.python == LIST_PYTHONS:
         return cmd_list_pythons(args, settings)
     if not args.llvm:
@@ -113,6 +115,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
         help="the interpreter of the build venv: a path, or X.Y for pythonX.Y on PATH (default: the one running "
         "hermetic); without a value: list the interpreters found, with their headers and wheel tags, and exit",
     )
+    add_bundle(p)
     p.set_defaults(func=cmd_wheel)
 
     w = add_command(

@@ -36,6 +36,7 @@ ANN_TITLE = "org.opencontainers.image.title"
 ANN_CREATED = "org.opencontainers.image.created"
 ANN_KIND = "io.hermetic.attestation"
 ANN_PREDICATE = "in-toto.io/predicate-type"
+KIND_SIGNATURE = "signature"
 VIA_API = "referrers-api"
 VIA_TAG = "tag-schema"
 
@@ -136,13 +137,20 @@ def attach(
         "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
         "annotations": dict(annotations),
     }
+    return add_manifest(layout, manifest)
+
+
+def add_manifest(layout: Layout, manifest: Mapping[str, Any]) -> Referrer:
+    """Store an artifact manifest (its blobs already in the layout) and index it; replaces one of its kind and subject."""
     data = canonical_json(manifest)
     layout.put_bytes(data)
     desc = _descriptor(manifest, data)
-    kind = annotations.get(ANN_KIND, "")
-    keep = [r.descriptor for r in referrers(layout) if not (r.subject == subject.digest and r.kind == kind and kind)]
+    kind = str((manifest.get("annotations") or {}).get(ANN_KIND, ""))
+    subject = str((manifest.get("subject") or {}).get("digest", ""))
+    keep = [r.descriptor for r in referrers(layout) if not (r.subject == subject and r.kind == kind and kind)]
     _write_entries(layout, [*keep, desc])
-    return Referrer(desc, manifest, layout.blob_path(payload_digest))
+    first = Descriptor.from_json((manifest.get("layers") or [])[0], desc["digest"])
+    return Referrer(desc, dict(manifest), layout.blob_path(first.digest))
 
 
 def referrers(layout: Layout, subject: str | None = None, artifact_type: str | None = None) -> list[Referrer]:
@@ -252,8 +260,8 @@ def push_referrers(
     wanted = set(subjects)
     out = []
     for ref in referrers(layout):
-        if ref.subject not in wanted:
-            continue
+        if ref.subject not in wanted or ref.kind == KIND_SIGNATURE:
+            continue  # signatures go under their own tag (image_signatures.push_signatures)
         desc = Descriptor.from_json(ref.descriptor, REFERRERS_FILE)
         for blob in layout.children(desc):
             client.push_blob(repo, blob, layout.blob_path(blob.digest), chunk_size)

@@ -1,0 +1,127 @@
+"""`hermetic bundle`, and `--bundle REF|DIR` for the commands that build: one artifact with every input of a plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from .. import bundle, plan, recipe, wheel
+from ..errors import UsageError, VerifyError
+from ..image_signatures import sign_layout
+from ..log import Log, stderr_log
+from ..oci.layout import MT_MANIFEST, Descriptor, Layout, sha256_digest
+from ..oci.reference import parse_reference
+from ..oci.registry import Progress, make_client
+from ..settings import Settings
+from ..toolchain import machine_arch
+from .common import Common, Subparsers, add_command, out, say
+from .sign import add_sign_key, signing_key
+
+
+def add_bundle(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bundle", metavar="REF|DIR",
+        help="build from this bundle alone (`hermetic bundle`; a layout, or REGISTRY/REPO:TAG to pull): its inputs "
+             "feed a cache of their own under WORK_DIR/bundle, and no mirror, URL, apt or other cache is used",
+    )
+
+
+def from_bundle(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The settings a command builds with: unchanged without --bundle; else the bundle's root and cache only."""
+    given = getattr(args, "bundle", None)
+    if not given:
+        return settings
+    log = stderr_log(settings.quiet)
+    where = settings.work_dir / "bundle"
+    path = Path(given)
+    if not (path / "oci-layout").is_file():
+        if path.exists():
+            raise UsageError(f"{path} is not a bundle layout", "it has no oci-layout file", "pass a `hermetic bundle` DIR")
+        path = _pull(given, where, getattr(args, "insecure", False), settings.quiet)
+    opened = bundle.open_layout(path)
+    say(settings, f"bundle: {opened.name} {opened.manifest.digest} ({len(opened.entries)} inputs, every blob verified)")
+    return bundle.settings_for(settings, opened, where, log)
+
+
+def _pull(text: str, where: Path, insecure: bool, quiet: bool) -> Path:
+    """A bundle from a registry into where/pulled-<digest>: manifest, index and every blob, each checked."""
+    ref = parse_reference(text)
+    client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))
+    try:
+        media_type, body = client.get_manifest(ref.repository, ref.reference)
+        digest = sha256_digest(body)
+        if (ref.digest and digest != ref.digest) or media_type != MT_MANIFEST:
+            raise VerifyError(f"{ref} is not the bundle asked for", f"{media_type} {digest}", "check the reference")
+        dest = where / f"pulled-{digest.split(':')[1][:16]}"
+        layout = Layout(dest)
+        layout.init()
+        layout.put_bytes(body)
+        manifest = json.loads(body)
+        for d in [manifest["config"], *manifest.get("layers", [])]:
+            desc = Descriptor.from_json(d, digest)
+            if not layout.blob_path(desc.digest).is_file():
+                client.fetch_blob(ref.repository, desc, layout.blob_path(desc.digest))
+        layout.write_index([Descriptor(MT_MANIFEST, digest, len(body))])
+        return dest
+    finally:
+        client.close()
+
+
+def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
+    log: Log = stderr_log(settings.quiet)
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
+    part = bundle.recipe_part(settings)
+    job = plan.plan_all(settings, log, "pruned", through="wheel", environ={})
+    files = bundle.collect(settings, settings.variant, log, with_release=args.with_release)
+    exclude = wheel.load_wheel_recipe(settings.recipes_dir, wheel.DEFAULT_RECIPE).exclude
+    root = bundle.root_tar(settings.root, rec.source_date_epoch, exclude, (part,))
+    arch = settings.arch or machine_arch()
+    name = f"bundle-{rec.name}-{job.variant}-{rec.version}-linux-{arch}"
+    plan_doc = {"variant": job.variant, "llvm": rec.version, "arch": arch, "recipe_digest": rec.digest(),
+                "steps": [{"key": s.key, "name": s.name, "inputs_digest": s.inputs_digest} for s in job.steps],
+                "shown": job.render()}
+    out_dir = Path(args.output) if args.output else settings.work_dir / "bundles" / name
+    desc = bundle.write(out_dir, name, files, root, plan_doc, bundle.RecipeRef(part, rec.version, rec.digest()))
+    opened = bundle.open_layout(out_dir)
+    for line in bundle.summary(opened):
+        say(settings, "  " + line)
+    total = sum(e.size for e in opened.entries)
+    key = signing_key(settings)
+    if key is not None and args.identity:
+        sign_layout(Layout(out_dir), key, args.identity)
+        say(settings, f"bundle: signed as {args.identity}")
+    out(f"{name} {desc.digest} {out_dir.resolve()} ({total / 1e6:.1f} MB in {len(opened.entries)} inputs)")
+    return 0
+
+
+def cmd_bundle_show(args: argparse.Namespace, settings: Settings) -> int:
+    opened = bundle.open_layout(Path(args.bundle_dir))
+    out(f"{opened.name} {opened.manifest.digest}")
+    for line in bundle.summary(opened):
+        out("  " + line)
+    plan_blob = next(e for e in opened.entries if e.role == "plan")
+    shown = json.loads(opened.layout.blob_path("sha256:" + plan_blob.sha256).read_text()).get("shown", "")
+    out(shown)
+    return 0
+
+
+def register(subparsers: Subparsers, common: Common) -> None:
+    p = add_command(
+        subparsers, "bundle",
+        "write every input of the variant's plan (checkout data, pruned source, toolchain, wheelhouse, sdists, the "
+        "plan) as one content-addressed OCI artifact, for `--bundle` rebuilds without network",
+        [common.build],
+    )
+    p.add_argument("--output", metavar="DIR", help="the layout to write (default: WORK_DIR/bundles/<name>)")
+    p.add_argument("--with-release", action="store_true",
+                   help="carry the whole release archive too (for `--source full` and for pruning again)")
+    p.add_argument("--identity", metavar="REGISTRY/REPO:TAG", help="with --sign-key: sign the bundle as this reference")
+    add_sign_key(p, images=False)
+    p.set_defaults(func=cmd_bundle)
+
+    s = add_command(subparsers, "bundle-show", "list a bundle's inputs and the plan it was made for", [common.base])
+    s.add_argument("bundle_dir", metavar="DIR")
+    s.set_defaults(func=cmd_bundle_show)
+

@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermetic import recipe, sources
-from hermetic.digests import file_sha256
+from hermetic.core.digests import file_sha256
+from hermetic.fetch import sources
+from hermetic.model import recipe
+from hermetic.model.record import load_build_record
+from hermetic.model.settings import find_root
 from hermetic.oci.layer import write_layer
-from hermetic.record import load_build_record
-from hermetic.settings import find_root
 
 
 class _Count:

@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from hermetic import toolchain  # noqa: E402
-from hermetic.settings import resolve  # noqa: E402
+from hermetic.fetch import toolchain  # noqa: E402
+from hermetic.model.settings import resolve  # noqa: E402
 
 
 def _os_name() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the gpu tier loads this module where hermetic is not installed
-    from hermetic.settings import Settings
+    from hermetic.model.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def run_hermetic(*args: str, cwd: Path, umask: int = 0o022, check: bool = True) 
 def resolve_in_project(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                        table: str = "") -> Settings:
     """Settings resolved in a fresh project under tmp_path: this checkout's recipes, `table` as its [tool.hermetic]."""
-    from hermetic.settings import resolve
+    from hermetic.model.settings import resolve
 
     root = tmp_path / "proj"
     shutil.copytree(ROOT / "recipes", root / "recipes")
@@ -144,8 +144,9 @@ class SharedBuilds:
         self.made: dict[str, Path] = {}
 
     def inputs_digest(self, recipe_dir: Path, variant: str, toolchain: str, arch: str | None, version: str | None) -> str:
-        from hermetic import llvm, recipe
-        from hermetic import toolchain as tc_mod
+        from hermetic.build import llvm
+        from hermetic.fetch import toolchain as tc_mod
+        from hermetic.model import recipe
 
         rec = recipe.load_at(recipe_dir, version, ROOT)
         var = recipe.resolve_variant(rec, variant)
@@ -167,7 +168,7 @@ class SharedBuilds:
                 "--work-dir", str(work), "--cache", str(self.cache), "--jobs", str(os.cpu_count() or 2),
                 "--offline", "auto", "--quiet", *extra,
             )
-            from hermetic import recipe
+            from hermetic.model import recipe
 
             rec = recipe.load_at(recipe_dir, version, ROOT)
             self.made[key] = work / rec.build_path(variant) / "record.json"

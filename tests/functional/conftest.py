@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, SharedBuilds, hermetic, run_hermetic
-from hermetic import record
+from hermetic.model import record
 from servers import Distccd
 
 LLVM = ROOT / "recipes" / "llvm"

@@ -11,10 +11,10 @@ import pytest
 
 from buildah import buildah_mount, buildah_store, run
 from helpers import ROOT, hermetic
-from hermetic import sbom
+from hermetic.attest import sbom
+from hermetic.model.record import load_build_record, scan_tree, tree_digest
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
-from hermetic.record import load_build_record, scan_tree, tree_digest
 
 
 @pytest.fixture(scope="module")

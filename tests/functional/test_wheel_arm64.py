@@ -39,7 +39,8 @@ import pytest
 
 from debian_root import make_root
 from helpers import ROOT, run_hermetic
-from hermetic import record, toolchain
+from hermetic.fetch import toolchain
+from hermetic.model import record
 
 PLATFORM = "manylinux_2_28_aarch64"
 ARM = toolchain.PLATFORMS["arm64"]

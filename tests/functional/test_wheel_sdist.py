@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from helpers import ROOT
-from hermetic import record
+from hermetic.model import record
 from schemas import cyclonedx
 
 PROJECT = ROOT / "tests" / "functional" / "projects" / "ctypesprobe"

@@ -33,7 +33,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from helpers import ROOT, run_hermetic
-from hermetic import record, toolchain
+from hermetic.fetch import toolchain
+from hermetic.model import record
 
 PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"
 PLATFORM = "manylinux_2_28_x86_64"

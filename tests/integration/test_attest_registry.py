@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic import provenance, record, sbom, substitute
+from hermetic.attest import provenance, sbom
+from hermetic.model import record
 from hermetic.oci import referrers
 from hermetic.oci.layout import MT_INDEX, MT_MANIFEST, Layout, pick_root
+from hermetic.plan import substitute
 from schemas import cyclonedx
 
 

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, TINY, hermetic
-from hermetic import bundle, recipe
 from hermetic.cli.bundle import _pull
-from hermetic.digests import file_sha256
+from hermetic.core.digests import file_sha256
+from hermetic.model import recipe
+from hermetic.plan import bundle
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from helpers import OTHER_UID, TINY, as_user, hermetic, user_cache, user_dir
-from hermetic import compile_cache
+from hermetic.build import compile_cache
 from servers import Redis
 
 ROOT = Path(__file__).resolve().parents[2]

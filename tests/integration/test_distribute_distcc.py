@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic import compile_cache, distribute, toolchain
+from hermetic.build import compile_cache, distribute
+from hermetic.fetch import toolchain
 from servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[2]

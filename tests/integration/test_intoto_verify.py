@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import attest, recipe
+from hermetic.attest import attach as attest
+from hermetic.attest.signing import load_verify_key
+from hermetic.model import recipe
+from hermetic.model.settings import resolve
 from hermetic.oci.layout import spec_from_record, write_image
-from hermetic.settings import resolve
-from hermetic.signing import load_verify_key
 from schemas.examples import fake_image, fake_llvm_build
 
 pytestmark = pytest.mark.integration
@@ -154,7 +155,7 @@ def test_two_of_two_builders(keys: Path, tiny: tuple[str, ...], source_cache: Pa
 
 
 def test_the_chain_ending_in_a_wheel(keys: Path, tmp_path: Path) -> None:
-    from hermetic import record
+    from hermetic.model import record
     from schemas.examples import fake_wheel
 
     # the small real-shaped build of tests/schemas/examples.py: its wheel record can name it

@@ -20,8 +20,8 @@ from test_oci_registry import prefix_of
 
 from buildah import buildah_copy_from, buildah_store
 from helpers import hermetic
+from hermetic.model.record import load_build_record
 from hermetic.oci.unpack import verify_tree
-from hermetic.record import load_build_record
 
 ARCHES = ("amd64", "arm64")
 ELF_MACHINE = {"amd64": 62, "arm64": 183}  # EM_X86_64, EM_AARCH64

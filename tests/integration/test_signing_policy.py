@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from helpers import hermetic
-from hermetic import image_signatures, signing
+from hermetic.attest import image_signatures, signing
+from hermetic.attest.simple_signing import lookaside_dir
 from hermetic.oci.layout import ImageResult, spec_from_record, write_image
 from hermetic.oci.registry import RegistryClient
-from hermetic.simple_signing import lookaside_dir
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from helpers import TINY, hermetic
-from hermetic import attest, provenance, substitute
+from hermetic.attest import attach as attest
+from hermetic.attest import provenance
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
+from hermetic.plan import substitute
 
 Registry = Any  # the fixture class in conftest.py
 

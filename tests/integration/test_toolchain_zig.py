@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import toolchain
-from hermetic.llvm import zig_global_cache
+from hermetic.build.llvm import zig_global_cache
+from hermetic.fetch import toolchain
 
 PROGRAM = r"""
 #include <iostream>

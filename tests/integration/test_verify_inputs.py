@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from helpers import hermetic
-from hermetic import attest, differences, record, verify
+from hermetic.attest import attach as attest
+from hermetic.model import record
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
+from hermetic.verify import differences
+from hermetic.verify import rebuild as verify
 from schemas.examples import fake_image, fake_llvm_build, settings
 
 

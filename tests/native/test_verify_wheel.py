@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic import provenance, sbom
+from hermetic.attest import provenance, sbom
 from schemas import cyclonedx
 
 PREFIX = Path(os.environ.get("HERMETIC_TEST_LLVM_PREFIX", "/usr/lib/llvm-19"))

@@ -14,9 +14,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from hermetic import record, toolchain
+from hermetic.fetch import toolchain
+from hermetic.model import record
+from hermetic.model.settings import Settings, resolve
 from hermetic.oci.layout import spec_from_record, write_image
-from hermetic.settings import Settings, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1736812800

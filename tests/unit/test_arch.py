@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import llvm, plan, recipe, record, toolchain
-from hermetic.errors import BuildError, EnvironmentError_, UsageError
+from hermetic.build import llvm
+from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
+from hermetic.fetch import toolchain
+from hermetic.model import recipe, record
+from hermetic.model.settings import Settings, resolve
 from hermetic.oci.layout import spec_from_record
-from hermetic.settings import Settings, resolve
+from hermetic.plan import pipeline as plan
 from schemas.examples import fake_llvm_build
 
 pytestmark = pytest.mark.unit

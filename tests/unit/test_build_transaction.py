@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic import buildtools, llvm, recipe, sandbox, toolchain
-from hermetic.errors import SubprocessFailed
-from hermetic.settings import Settings
+from hermetic.build import buildtools, llvm, sandbox
+from hermetic.core.errors import SubprocessFailed
+from hermetic.fetch import toolchain
+from hermetic.model import recipe
+from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
 

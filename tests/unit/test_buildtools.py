@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic import buildtools
-from hermetic.errors import EnvironmentError_, SourceError
-from hermetic.settings import Settings
+from hermetic.build import buildtools
+from hermetic.core.errors import EnvironmentError_, SourceError
+from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic import bundle, recipe
-from hermetic.digests import file_sha256
-from hermetic.errors import SourceError, UsageError, VerifyError
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import SourceError, UsageError, VerifyError
+from hermetic.model import recipe
+from hermetic.plan import bundle
 
 pytestmark = pytest.mark.unit
 
@@ -113,8 +114,8 @@ def test_not_a_bundle(tmp_path: Path) -> None:
 
 
 def test_a_signed_bundle_verifies_by_key(tmp_path: Path) -> None:
-    from hermetic import image_signatures, signature_check, signing
-    from hermetic.errors import UnsignedError, UntrustedKeyError
+    from hermetic.attest import image_signatures, signature_check, signing
+    from hermetic.core.errors import UnsignedError, UntrustedKeyError
     from hermetic.oci.layout import Layout
 
     path = _write(tmp_path)

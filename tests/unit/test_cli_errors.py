@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import sandbox
-from hermetic.errors import ExitCode, OfflineError, SubprocessFailed
-from hermetic.settings import resolve
+from hermetic.build import sandbox
+from hermetic.core.errors import ExitCode, OfflineError, SubprocessFailed
+from hermetic.model.settings import resolve
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic.errors import ExitCode
+from hermetic.core.errors import ExitCode
 
 pytestmark = pytest.mark.unit
 

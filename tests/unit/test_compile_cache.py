@@ -15,10 +15,13 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic import compile_cache, distribute, plan, record, toolchain
-from hermetic.compile_cache import CompileCache, parse
-from hermetic.errors import EnvironmentError_, UsageError, VerifyError
-from hermetic.settings import Settings
+from hermetic.build import compile_cache, distribute
+from hermetic.build.compile_cache import CompileCache, parse
+from hermetic.core.errors import EnvironmentError_, UsageError, VerifyError
+from hermetic.fetch import toolchain
+from hermetic.model import record
+from hermetic.model.settings import Settings
+from hermetic.plan import pipeline as plan
 from schemas.examples import ZIG_ID, fake_llvm_build
 
 pytestmark = pytest.mark.unit

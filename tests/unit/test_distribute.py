@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic import distribute, netrelay, plan, record, toolchain
-from hermetic.distribute import CompileHost, parse_setting
-from hermetic.errors import UsageError, VerifyError
-from hermetic.settings import Settings
+from hermetic.build import distribute, netrelay
+from hermetic.build.distribute import CompileHost, parse_setting
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.fetch import toolchain
+from hermetic.model import record
+from hermetic.model.settings import Settings
+from hermetic.plan import pipeline as plan
 from schemas.examples import fake_llvm_build
 
 

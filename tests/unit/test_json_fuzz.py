@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from test_oci import make_record
 from test_oci_layers_benign import DIR, REG, layout_of, tar_of
 
+from hermetic.attest.inspection import inspect_layout, inspect_record
 from hermetic.cli.main import main
-from hermetic.errors import HermeticError
-from hermetic.inspection import inspect_layout, inspect_record
+from hermetic.core.errors import HermeticError
+from hermetic.model.record import load_build_record, load_wheel_record
 from hermetic.oci import referrers
 from hermetic.oci.answers import error_messages
 from hermetic.oci.auth import _parse_token, find_credentials
@@ -35,7 +36,6 @@ from hermetic.oci.reference import _error_codes
 from hermetic.oci.referrers import _index_manifests
 from hermetic.oci.transfer import pull_layout, pull_local
 from hermetic.oci.unpack import unpack_layout
-from hermetic.record import load_build_record, load_wheel_record
 
 pytestmark = pytest.mark.unit
 
@@ -245,7 +245,7 @@ def test_damaged_manifests_from_a_registry(fuzzed_registry: Any, data: st.DataOb
     """A registry's manifest (or index) damaged, served under its own digest: pull and inspect refuse it."""
     from test_oci_registry_policy import digest, manifest_of
 
-    from hermetic.inspection import inspect_ref
+    from hermetic.attest.inspection import inspect_ref
     from hermetic.oci.reference import parse_reference
     from hermetic.oci.registry import RegistryClient
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from hermetic import attest, licences, record, sbom_wheel
+from hermetic.attest import attach as attest
+from hermetic.attest import licences, sbom_wheel
+from hermetic.model import record
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, fake_wheel, settings
 
 pytestmark = pytest.mark.unit
@@ -107,7 +109,7 @@ def test_every_component_of_a_wheel_sbom_is_licensed_from_the_wheelhouse(tmp_pat
     with zipfile.ZipFile(whl, "w") as z:
         z.writestr("pip-26.3.dist-info/METADATA", "Name: pip\nVersion: 26.3\nLicense-Expression: MIT\n")
     data = json.loads(art.record_path.read_text())
-    from hermetic.digests import file_sha256
+    from hermetic.core.digests import file_sha256
 
     for p in data["build_requirements"]["pinned"]:
         if p["name"] == "pip":
@@ -128,7 +130,7 @@ def test_every_component_of_a_wheel_sbom_is_licensed_from_the_wheelhouse(tmp_pat
 
 
 def test_inspect_shows_a_licence_summary_and_says_unsigned(tmp_path: Path) -> None:
-    from hermetic import inspection
+    from hermetic.attest import inspection
 
     rec = fake_llvm_build(tmp_path / "a", toolchain_id=ZIG_ID)
     layout = fake_image(rec, tmp_path / "image")

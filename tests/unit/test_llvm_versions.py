@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import recipe, settings, sources
-from hermetic.errors import RecipeError, UsageError
+from hermetic.core.errors import RecipeError, UsageError
+from hermetic.fetch import sources
+from hermetic.model import recipe, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit

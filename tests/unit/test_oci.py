@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermetic.errors import UsageError, VerifyError
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model.record import RECORD_SCHEMA, scan_tree, tree_digest, write_json
 from hermetic.oci import referrers
 from hermetic.oci.index import merge_layouts
 from hermetic.oci.layer import write_layer
@@ -28,7 +29,6 @@ from hermetic.oci.layout import (
     write_image,
 )
 from hermetic.oci.unpack import clean_name, unpack_layout, verify_tree
-from hermetic.record import RECORD_SCHEMA, scan_tree, tree_digest, write_json
 
 pytestmark = pytest.mark.unit
 

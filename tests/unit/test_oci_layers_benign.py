@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hermetic.errors import VerifyError
+from hermetic.core.errors import VerifyError
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
 from hermetic.oci.unpack import resolve_in_root, unpack_layout
 

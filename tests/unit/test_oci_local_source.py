@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_oci_pull_integrity import tiny_image
 
-from hermetic.errors import UsageError, VerifyError
+from hermetic.core.errors import UsageError, VerifyError
 from hermetic.oci.index import merge_layouts
 from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, LayoutRef
 from hermetic.oci.reference import Reference, parse_image_source

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fake_http import FakeHandler, FakeServer
-from hermetic.errors import EnvironmentError_, RegistryError, VerifyError
+from hermetic.core.errors import EnvironmentError_, RegistryError, VerifyError
 from hermetic.oci import registry as registry_mod
 from hermetic.oci import unpack as unpack_mod
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json

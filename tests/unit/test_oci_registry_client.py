@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fake_http import FakeHandler, FakeServer
-from hermetic.errors import RegistryError, UsageError
+from hermetic.core.errors import RegistryError, UsageError
 from hermetic.oci.auth import find_credentials, parse_challenge
 from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, canonical_json
 from hermetic.oci.reference import parse_reference

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fake_http import FakeHandler, FakeServer
-from hermetic.errors import RegistryError, VerifyError
+from hermetic.core.errors import RegistryError, VerifyError
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
 from hermetic.oci.reference import parse_reference
 from hermetic.oci.registry import RegistryClient

@@ -17,11 +17,11 @@ from test_oci import OK, PREFIX, canonical_json, make_record, tar_of
 
 from hermetic.cli import oci as oci_cli
 from hermetic.cli.common import common_parsers
-from hermetic.errors import UsageError, VerifyError
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model.settings import Settings
 from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD, ZSTD_LEVEL, check_compression, zstd_compressor
 from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, spec_from_record, write_image
 from hermetic.oci.unpack import layer_diff_id, unpack_layout, verify_tree
-from hermetic.settings import Settings
 
 pytestmark = pytest.mark.unit
 

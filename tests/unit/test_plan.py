@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic import plan
-from hermetic.settings import Settings
+from hermetic.model.settings import Settings
+from hermetic.plan import pipeline as plan
 
 pytestmark = pytest.mark.unit
 
@@ -106,8 +106,9 @@ def test_a_cached_pruned_source_needs_no_release_archive(tmp_path: Path) -> None
     """What a bundle feeds: the pruned subset and its pruned.json, not the release; the build reads the subset."""
     import json
 
-    from hermetic import recipe, steps
-    from hermetic.digests import file_sha256
+    from hermetic.core.digests import file_sha256
+    from hermetic.model import recipe
+    from hermetic.plan import steps
 
     settings = _settings(tmp_path, variant="support", toolchain="host")
     rec = recipe.load(ROOT / "recipes")

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from hermetic.sandbox import Progress
+from hermetic.build.sandbox import Progress
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from hermetic import attest, inspection, provenance, record, sbom
+from hermetic.attest import attach as attest
+from hermetic.attest import inspection, provenance, sbom
 from hermetic.cli import main
-from hermetic.digests import file_sha256
+from hermetic.core.digests import file_sha256
+from hermetic.model import record
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
 from schemas.examples import DEBIAN_ORIG, EPOCH, fake_image, fake_llvm_build, fake_wheel, settings

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from fake_registry import Fake, serving
-from hermetic import attest, provenance, record, sbom
-from hermetic.errors import VerifyError
+from hermetic.attest import attach as attest
+from hermetic.attest import provenance, sbom
+from hermetic.core.errors import VerifyError
+from hermetic.model import record
 from hermetic.oci import referrers
 from hermetic.oci.layout import MT_INDEX, Layout
 from hermetic.oci.reference import parse_reference

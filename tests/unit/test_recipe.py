@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import recipe
-from hermetic.errors import RecipeError
+from hermetic.core.errors import RecipeError
+from hermetic.model import recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit

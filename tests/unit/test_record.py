@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic import llvm, recipe, record, sources, steps
-from hermetic.digests import file_sha256
-from hermetic.errors import ExitCode, UsageError, VerifyError
+from hermetic.build import llvm
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import ExitCode, UsageError, VerifyError
+from hermetic.fetch import sources
+from hermetic.model import recipe, record
+from hermetic.plan import steps
 from schemas.examples import fake_llvm_build, fake_wheel, settings
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from hermetic import attest, record, sbom, sbom_wheel
-from hermetic.digests import file_sha256
+from hermetic.attest import attach as attest
+from hermetic.attest import sbom, sbom_wheel
+from hermetic.core.digests import file_sha256
+from hermetic.model import record
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from schemas import cyclonedx

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import attest, image_signatures, provenance, sbom, signature_check, signing
-from hermetic.errors import ExitCode, SignatureError, UnsignedError, UntrustedKeyError, UsageError, VerifyError
+from hermetic.attest import attach as attest
+from hermetic.attest import image_signatures, provenance, sbom, signature_check, signing
+from hermetic.core.errors import ExitCode, SignatureError, UnsignedError, UntrustedKeyError, UsageError, VerifyError
 from hermetic.oci import referrers
 from hermetic.oci.layout import Descriptor, ImageResult, ImageSpec, Layout, write_image
 
@@ -214,7 +215,7 @@ def test_cli_attest_signs_and_verify_key_checks_with_exit_classes(tmp_path: Path
 
 
 def test_verify_key_on_a_wheel(tmp_path: Path, keys: dict) -> None:
-    from hermetic.settings import Settings
+    from hermetic.model.settings import Settings
     from schemas.examples import fake_wheel, settings
 
     (a, apub), (_, bpub) = keys["a"], keys["b"]

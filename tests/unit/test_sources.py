@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import recipe, sources
-from hermetic.errors import SourceError
+from hermetic.core.errors import SourceError
+from hermetic.fetch import sources
+from hermetic.model import recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit
@@ -292,7 +293,7 @@ def test_disk_full_during_download_names_the_path_and_leaves_nothing(
     import threading
 
     from fake_http import FakeHandler, FakeServer
-    from hermetic.errors import EnvironmentError_
+    from hermetic.core.errors import EnvironmentError_
 
     rec, path = fake
     data = path.read_bytes()
@@ -327,7 +328,7 @@ def test_disk_full_while_admitting_from_a_mirror(
 ) -> None:
     import errno
 
-    from hermetic.errors import EnvironmentError_
+    from hermetic.core.errors import EnvironmentError_
 
     rec, path = fake
 
@@ -348,7 +349,7 @@ def test_disk_full_in_apt_source_names_the_path(
 ) -> None:
     import subprocess
 
-    from hermetic.errors import EnvironmentError_
+    from hermetic.core.errors import EnvironmentError_
 
     rec, _ = fake
     rec = replace(rec, archives=(replace(rec.archives[0], apt_source_package="llvm-toolchain-19"),))

@@ -16,14 +16,18 @@ import pytest
 
 from fake_registry import Fake, serving
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic import attest, plan, provenance, record, substitute
-from hermetic.errors import UsageError
+from hermetic.attest import attach as attest
+from hermetic.attest import provenance
+from hermetic.core.errors import UsageError
+from hermetic.model import record
+from hermetic.model.settings import Settings
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.reference import Substitute, parse_reference, parse_substitute
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
-from hermetic.settings import Settings
+from hermetic.plan import pipeline as plan
+from hermetic.plan import substitute
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit
@@ -299,7 +303,10 @@ def test_an_image_without_attestations_has_no_inputs_tag_and_no_hit(fake: Fake, 
 def test_a_refused_substitute_runs_the_skipped_steps_and_records_the_refusal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hermetic import llvm, recipe, sources, steps, wheelhouse
+    from hermetic.build import llvm
+    from hermetic.fetch import sources, wheelhouse
+    from hermetic.model import recipe
+    from hermetic.plan import steps
 
     ran: list[str] = []
     s = _settings(tmp_path, substitutes=(SUB,))

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, TINY
-from hermetic import llvm, recipe
-from hermetic.errors import RecipeError
+from hermetic.build import llvm
+from hermetic.core.errors import RecipeError
+from hermetic.model import recipe
 
 sys.path.insert(0, str(TINY.parent))
 import tiny_archive

@@ -18,9 +18,11 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from hermetic import llvm, recipe, toolchain
-from hermetic.errors import SourceError, UsageError
-from hermetic.settings import resolve
+from hermetic.build import llvm
+from hermetic.core.errors import SourceError, UsageError
+from hermetic.fetch import toolchain
+from hermetic.model import recipe
+from hermetic.model.settings import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit
@@ -683,7 +685,7 @@ def test_a_shared_global_cache_goes_to_every_wrapper_and_the_local_one_stays(tmp
 
 
 def test_zig_global_cache_is_in_the_source_cache_or_none(tmp_path: Path) -> None:
-    from hermetic import llvm
+    from hermetic.build import llvm
 
     assert llvm.zig_global_cache(tmp_path / "cache") == tmp_path / "cache" / "zig-global"
     assert (tmp_path / "cache" / "zig-global").is_dir()

@@ -8,10 +8,15 @@ from typing import Any, NoReturn
 
 import pytest
 
-from hermetic import attest, inspection, llvm, provenance, recipe, record, sbom, sources, toolchain, verify
-from hermetic.errors import VerifyError
+from hermetic.attest import attach as attest
+from hermetic.attest import inspection, provenance, sbom
+from hermetic.build import llvm
+from hermetic.core.errors import VerifyError
+from hermetic.fetch import sources, toolchain
+from hermetic.model import recipe, record
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
+from hermetic.verify import rebuild as verify
 from schemas import cyclonedx
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, settings
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import wheel, wheelfile, wheelhouse
+from hermetic.build import wheel, wheelfile
 from hermetic.cli import common as cli_common
 from hermetic.cli import main as cli_main
 from hermetic.cli import wheel as cli_wheel
-from hermetic.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
-from hermetic.settings import Settings
+from hermetic.core.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
+from hermetic.fetch import wheelhouse
+from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
 

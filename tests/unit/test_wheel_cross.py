@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from hermetic import record, toolchain, wheel
+from hermetic.build import wheel
 from hermetic.cli import main as cli_main
-from hermetic.errors import ExitCode, UsageError
+from hermetic.core.errors import ExitCode, UsageError
+from hermetic.fetch import toolchain
+from hermetic.model import record
 from schemas.examples import PREFIX, ZIG_ID, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit

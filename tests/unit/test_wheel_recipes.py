@@ -15,9 +15,11 @@ import pytest
 import yaml
 
 from helpers import ROOT, hermetic
-from hermetic import plan, sdist, toolchain, wheel
-from hermetic.errors import ExitCode, RecipeError, SourceError
-from hermetic.settings import Settings
+from hermetic.build import wheel
+from hermetic.core.errors import ExitCode, RecipeError, SourceError
+from hermetic.fetch import sdist, toolchain
+from hermetic.model.settings import Settings
+from hermetic.plan import pipeline as plan
 
 pytestmark = pytest.mark.unit
 

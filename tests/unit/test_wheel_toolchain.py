@@ -15,10 +15,15 @@ from typing import Any
 
 import pytest
 
-from hermetic import attest, provenance, record, sbom, toolchain, verify, wheel, wheelfile
+from hermetic.attest import attach as attest
+from hermetic.attest import provenance, sbom
+from hermetic.build import wheel, wheelfile
 from hermetic.cli import main as cli_main
-from hermetic.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
-from hermetic.settings import Settings
+from hermetic.core.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
+from hermetic.fetch import toolchain
+from hermetic.model import record
+from hermetic.model.settings import Settings
+from hermetic.verify import rebuild as verify
 from schemas import cyclonedx
 from schemas.examples import PREFIX, ZIG_ID, fake_llvm_build, fake_wheel, settings
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hermetic import wheelhouse
-from hermetic.errors import SourceError
-from hermetic.settings import Settings
+from hermetic.core.errors import SourceError
+from hermetic.fetch import wheelhouse
+from hermetic.model.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit

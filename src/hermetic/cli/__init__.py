@@ -4,6 +4,6 @@ One module per command group; `main` parses arguments into Settings once and
 runs the chosen command, turning every failure into a classed exit code.
 """
 
-from .main import build_parser, main
+from hermetic.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main"]

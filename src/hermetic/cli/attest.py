@@ -6,14 +6,14 @@ import argparse
 import time
 from pathlib import Path
 
-from .. import provenance
-from ..attest import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
-from ..errors import UsageError
-from ..image_signatures import sign_layout
-from ..oci.layout import Layout
-from ..settings import Settings
-from .common import Common, Subparsers, add_command, out, say
-from .sign import add_sign_key, signing_key
+from hermetic.attest import provenance
+from hermetic.attest.attach import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
+from hermetic.attest.image_signatures import sign_layout
+from hermetic.cli.common import Common, Subparsers, add_command, out, say
+from hermetic.cli.sign import add_sign_key, signing_key
+from hermetic.core.errors import UsageError
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import Layout
 
 
 def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:

@@ -8,14 +8,9 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from .. import llvm, plan, recipe, sources, steps, toolchain, wheel
-from ..log import Log, stderr_log
-from ..oci.index import merge_layouts
-from ..oci.layout import spec_from_record
-from ..record import load_build_record, write_json
-from ..settings import Settings
-from .bundle import add_bundle, from_bundle
-from .common import (
+from hermetic.build import llvm, wheel
+from hermetic.cli.bundle import add_bundle, from_bundle
+from hermetic.cli.common import (
     Common,
     Subparsers,
     add_command,
@@ -28,7 +23,16 @@ from .common import (
     overrides,
     say,
 )
-from .sign import add_sign_key
+from hermetic.cli.sign import add_sign_key
+from hermetic.core.log import Log, stderr_log
+from hermetic.fetch import sources, toolchain
+from hermetic.model import recipe
+from hermetic.model.record import load_build_record, write_json
+from hermetic.model.settings import Settings
+from hermetic.oci.index import merge_layouts
+from hermetic.oci.layout import spec_from_record
+from hermetic.plan import pipeline as plan
+from hermetic.plan import steps
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:

@@ -7,17 +7,20 @@ import json
 import os
 from pathlib import Path
 
-from .. import bundle, plan, recipe, wheel
-from ..errors import UsageError, VerifyError
-from ..image_signatures import sign_layout
-from ..log import Log, stderr_log
-from ..oci.layout import MT_MANIFEST, Descriptor, Layout, sha256_digest
-from ..oci.reference import parse_reference
-from ..oci.registry import Progress, make_client
-from ..settings import Settings
-from ..toolchain import machine_arch
-from .common import Common, Subparsers, add_command, out, say
-from .sign import add_sign_key, signing_key
+from hermetic.attest.image_signatures import sign_layout
+from hermetic.build import wheel
+from hermetic.cli.common import Common, Subparsers, add_command, out, say
+from hermetic.cli.sign import add_sign_key, signing_key
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.core.log import Log, stderr_log
+from hermetic.fetch.toolchain import machine_arch
+from hermetic.model import recipe
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, sha256_digest
+from hermetic.oci.reference import parse_reference
+from hermetic.oci.registry import Progress, make_client
+from hermetic.plan import bundle
+from hermetic.plan import pipeline as plan
 
 
 def add_bundle(parser: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RecipeError
-from ..settings import Settings
+from hermetic.core.errors import RecipeError
+from hermetic.model.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 Subparsers = Any  # argparse's _SubParsersAction is private

@@ -8,15 +8,15 @@ import os
 import tarfile
 from pathlib import Path
 
-from ..attest import WHEEL_RECORD, is_layout
-from ..errors import UsageError, VerifyError
-from ..inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
-from ..oci.layout import LayoutRef
-from ..oci.reference import parse_image_source
-from ..oci.transport import set_document_limit
-from ..settings import Settings
-from .common import Common, Subparsers, add_command, add_platform, out, out_json
-from .oci import add_registry_options
+from hermetic.attest.attach import WHEEL_RECORD, is_layout
+from hermetic.attest.inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
+from hermetic.cli.common import Common, Subparsers, add_command, add_platform, out, out_json
+from hermetic.cli.oci import add_registry_options
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import LayoutRef
+from hermetic.oci.reference import parse_image_source
+from hermetic.oci.transport import set_document_limit
 
 _WHAT = "inspect takes an image layout directory, REGISTRY/REPO[:TAG], a .whl, or an LLVM build record (record.json)"
 

@@ -6,13 +6,14 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from .. import intoto, record
-from ..attest import find_wheel
-from ..errors import UsageError
-from ..settings import Settings
-from ..signing import load_verify_key
-from .common import Common, Subparsers, add_command, add_group, out, say
-from .sign import add_sign_key, signing_key
+from hermetic.attest import intoto
+from hermetic.attest.attach import find_wheel
+from hermetic.attest.signing import load_verify_key
+from hermetic.cli.common import Common, Subparsers, add_command, add_group, out, say
+from hermetic.cli.sign import add_sign_key, signing_key
+from hermetic.core.errors import UsageError
+from hermetic.model import record
+from hermetic.model.settings import Settings
 
 
 def cmd_links(args: argparse.Namespace, settings: Settings) -> int:

@@ -17,11 +17,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from .. import __version__
-from ..errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
-from ..settings import resolve
-from . import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
-from .common import Handler, common_parsers
+from hermetic import __version__
+from hermetic.cli import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
+from hermetic.cli.common import Handler, common_parsers
+from hermetic.core.errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
+from hermetic.model.settings import resolve
 
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, toolchain, oci, wheel, bundle, verify, attest, sign, intoto, inspect)

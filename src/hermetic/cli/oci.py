@@ -14,27 +14,28 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import recipe, substitute
-from ..attest import attest_image
-from ..bundle import is_bundle
-from ..errors import UsageError, VerifyError
-from ..image_signatures import image_subjects, sign_layout
-from ..image_signatures import pull_into_layout as pull_signatures
-from ..image_signatures import push_from_layout as push_signatures
-from ..oci.index import merge_layouts
-from ..oci.layer import COMPRESSIONS, check_compression, compressor_version
-from ..oci.layout import INDEX_TYPES, Descriptor, Layout, LayoutRef, pick_root, spec_from_record, write_image
-from ..oci.reference import Reference, parse_image_source, parse_reference
-from ..oci.referrers import ANN_TITLE, pull_referrers, push_referrers, referrers
-from ..oci.registry import DEFAULT_CHUNK, Progress, make_client
-from ..oci.targets import make_parents, pull_target, remove_created
-from ..oci.transfer import pull_layout, pull_local, push_layout
-from ..oci.transport import DEFAULT_MAX_DOCUMENT, set_document_limit
-from ..oci.unpack import unpack_layout, verify_tree
-from ..record import load_build_record
-from ..settings import Settings
-from . import sign
-from .common import Common, Subparsers, add_command, add_group, add_platform, out, say
+from hermetic.attest.attach import attest_image
+from hermetic.attest.image_signatures import image_subjects, sign_layout
+from hermetic.attest.image_signatures import pull_into_layout as pull_signatures
+from hermetic.attest.image_signatures import push_from_layout as push_signatures
+from hermetic.cli import sign
+from hermetic.cli.common import Common, Subparsers, add_command, add_group, add_platform, out, say
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model import recipe
+from hermetic.model.record import load_build_record
+from hermetic.model.settings import Settings
+from hermetic.oci.index import merge_layouts
+from hermetic.oci.layer import COMPRESSIONS, check_compression, compressor_version
+from hermetic.oci.layout import INDEX_TYPES, Descriptor, Layout, LayoutRef, pick_root, spec_from_record, write_image
+from hermetic.oci.reference import Reference, parse_image_source, parse_reference
+from hermetic.oci.referrers import ANN_TITLE, pull_referrers, push_referrers, referrers
+from hermetic.oci.registry import DEFAULT_CHUNK, Progress, make_client
+from hermetic.oci.targets import make_parents, pull_target, remove_created
+from hermetic.oci.transfer import pull_layout, pull_local, push_layout
+from hermetic.oci.transport import DEFAULT_MAX_DOCUMENT, set_document_limit
+from hermetic.oci.unpack import unpack_layout, verify_tree
+from hermetic.plan import substitute
+from hermetic.plan.bundle import is_bundle
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

@@ -10,13 +10,13 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import image_signatures, signing, simple_signing
-from ..errors import UsageError, VerifyError
-from ..oci.layout import Layout, LayoutRef, pick_root, sha256_digest
-from ..oci.reference import Reference, parse_image_source
-from ..oci.registry import Progress, make_client
-from ..settings import Settings
-from .common import Common, Subparsers, add_command, add_group, out, say
+from hermetic.attest import image_signatures, signing, simple_signing
+from hermetic.cli.common import Common, Subparsers, add_command, add_group, out, say
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import Layout, LayoutRef, pick_root, sha256_digest
+from hermetic.oci.reference import Reference, parse_image_source
+from hermetic.oci.registry import Progress, make_client
 
 
 def signing_key(settings: Settings, required: bool = False) -> signing.SigningKey | None:

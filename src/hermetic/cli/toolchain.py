@@ -6,12 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import distribute, toolchain
-from ..digests import file_sha256
-from ..errors import UsageError, VerifyError
-from ..log import stderr_log
-from ..settings import Settings
-from .common import Common, Subparsers, add_command, add_group, out
+from hermetic.build import distribute
+from hermetic.cli.common import Common, Subparsers, add_command, add_group, out
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.core.log import stderr_log
+from hermetic.fetch import toolchain
+from hermetic.model.settings import Settings
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:

@@ -6,16 +6,16 @@ import argparse
 import shutil
 from pathlib import Path
 
-from ..attest import WHEEL_RECORD, is_layout
-from ..errors import UsageError
-from ..log import stderr_log
-from ..oci.layout import LayoutRef
-from ..oci.reference import parse_image_source
-from ..settings import Settings
-from ..signature_check import check_layout, check_wheel
-from ..signing import load_verify_key
-from ..verify import Mismatch, verify
-from .common import Common, Subparsers, add_command, out, out_json, say
+from hermetic.attest.attach import WHEEL_RECORD, is_layout
+from hermetic.attest.signature_check import check_layout, check_wheel
+from hermetic.attest.signing import load_verify_key
+from hermetic.cli.common import Common, Subparsers, add_command, out, out_json, say
+from hermetic.core.errors import UsageError
+from hermetic.core.log import stderr_log
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import LayoutRef
+from hermetic.oci.reference import parse_image_source
+from hermetic.verify.rebuild import Mismatch, verify
 
 
 def _artifact(text: str) -> Path:

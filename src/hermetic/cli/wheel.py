@@ -6,14 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import wheel
-from ..attest import attest_wheel
-from ..errors import UsageError
-from ..log import stderr_log
-from ..settings import Settings
-from ..toolchain import machine_arch
-from .bundle import add_bundle, from_bundle
-from .common import Common, Subparsers, add_command, out, out_json
+from hermetic.attest.attach import attest_wheel
+from hermetic.build import wheel
+from hermetic.cli.bundle import add_bundle, from_bundle
+from hermetic.cli.common import Common, Subparsers, add_command, out, out_json
+from hermetic.core.errors import UsageError
+from hermetic.core.log import stderr_log
+from hermetic.fetch.toolchain import machine_arch
+from hermetic.model.settings import Settings
 
 # `--python` given without a value: list the interpreters instead of building.
 LIST_PYTHONS = "\0list"

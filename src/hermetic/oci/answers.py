@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable
 from typing import Protocol
 
-from ..errors import RegistryError
-from .reference import _error_codes
-from .transport import REDIRECTS, TransientRegistryError
+from hermetic.core.errors import RegistryError
+from hermetic.oci.reference import _error_codes
+from hermetic.oci.transport import REDIRECTS, TransientRegistryError
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 

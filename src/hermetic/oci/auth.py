@@ -13,9 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import HermeticError, RegistryError, UsageError
-from .reference import DOCKER_HUB, DOCKER_HUB_API
-from .transport import REDIRECTS, TRUST_CA, TransientRegistryError, checked_url, document_limit, read_body, send_once
+from hermetic.core.errors import HermeticError, RegistryError, UsageError
+from hermetic.oci.reference import DOCKER_HUB, DOCKER_HUB_API
+from hermetic.oci.transport import (
+    REDIRECTS,
+    TRUST_CA,
+    TransientRegistryError,
+    checked_url,
+    document_limit,
+    read_body,
+    send_once,
+)
 
 # -- credentials ----------------------------------------------------------------
 

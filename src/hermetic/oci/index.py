@@ -10,18 +10,10 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import UsageError
-from ..staging import staged_dir
-from . import referrers
-from .layout import (
-    MANIFEST_TYPES,
-    MT_INDEX,
-    REF_NAME,
-    Descriptor,
-    Layout,
-    _replace_dir,
-    canonical_json,
-)
+from hermetic.core.errors import UsageError
+from hermetic.core.staging import staged_dir
+from hermetic.oci import referrers
+from hermetic.oci.layout import MANIFEST_TYPES, MT_INDEX, REF_NAME, Descriptor, Layout, _replace_dir, canonical_json
 
 
 def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:

@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from ..errors import UsageError, VerifyError
+from hermetic.core.errors import UsageError, VerifyError
 
 GZIP_LEVEL = 6
 # 19 is the highest level without zstd's "ultra" window sizes: its 8 MiB window

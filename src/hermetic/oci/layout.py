@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, VerifyError
-from ..record import load_build_record
-from ..staging import staged_dir
-from .layer import LayerInfo, write_layer
-from .transport import document_limit, too_large
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.core.staging import staged_dir
+from hermetic.model.record import load_build_record
+from hermetic.oci.layer import LayerInfo, write_layer
+from hermetic.oci.transport import document_limit, too_large
 
 OCI_LAYOUT_VERSION = "1.0.0"
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

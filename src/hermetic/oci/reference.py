@@ -7,12 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError, VerifyError
-from .layout import (
-    Layout,
-    LayoutRef,
-    split_digest,
-)
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.oci.layout import Layout, LayoutRef, split_digest
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"

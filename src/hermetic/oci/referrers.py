@@ -25,9 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import RegistryError, VerifyError
-from .layout import MT_INDEX, MT_MANIFEST, Descriptor, Layout, canonical_json, parse_json, sha256_digest, split_digest
-from .registry import DEFAULT_CHUNK, RegistryClient, _Response
+from hermetic.core.errors import RegistryError, VerifyError
+from hermetic.oci.layout import (
+    MT_INDEX,
+    MT_MANIFEST,
+    Descriptor,
+    Layout,
+    canonical_json,
+    parse_json,
+    sha256_digest,
+    split_digest,
+)
+from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, _Response
 
 MT_EMPTY = "application/vnd.oci.empty.v1+json"
 EMPTY_JSON = b"{}"

@@ -19,10 +19,10 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import RegistryError, VerifyError, disk_full
-from .answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
-from .auth import Tokens, basic, find_credentials, merge_scopes, parse_challenge
-from .layout import (
+from hermetic.core.errors import RegistryError, VerifyError, disk_full
+from hermetic.oci.answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
+from hermetic.oci.auth import Tokens, basic, find_credentials, merge_scopes, parse_challenge
+from hermetic.oci.layout import (
     MT_DOCKER_LIST,
     MT_DOCKER_MANIFEST,
     MT_INDEX,
@@ -32,9 +32,9 @@ from .layout import (
     sha256_digest,
     split_digest,
 )
-from .progress import Progress
-from .reference import DOCKER_HUB, DOCKER_HUB_API, Reference
-from .transport import (
+from hermetic.oci.progress import Progress
+from hermetic.oci.reference import DOCKER_HUB, DOCKER_HUB_API, Reference
+from hermetic.oci.transport import (
     MAX_REDIRECTS,
     PLAIN_HTTP,
     REDIRECTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import UsageError
+from hermetic.core.errors import UsageError
 
 
 def pull_target(text: str, option: str) -> Path:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import RegistryError, UsageError, VerifyError
-from ..staging import staged_dir
-from .layout import (
+from hermetic.core.errors import RegistryError, UsageError, VerifyError
+from hermetic.core.staging import staged_dir
+from hermetic.oci.layout import (
     INDEX_TYPES,
     MALFORMED,
     MANIFEST_TYPES,
@@ -33,9 +33,9 @@ from .layout import (
     select_manifest,
     sha256_digest,
 )
-from .reference import Reference
-from .registry import DEFAULT_CHUNK, RegistryClient, Stats
-from .transport import document_limit, too_large
+from hermetic.oci.reference import Reference
+from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, Stats
+from hermetic.oci.transport import document_limit, too_large
 
 # -- push and pull ------------------------------------------------------------------
 
@@ -244,7 +244,7 @@ def _copy_verified(src: Layout, desc: Descriptor, dest: Path) -> None:
 
 
 def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[Descriptor]) -> None:
-    from .unpack import layer_diff_id
+    from hermetic.oci.unpack import layer_diff_id
 
     try:
         ids = [str(d) for d in config["rootfs"]["diff_ids"]]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RegistryError, UsageError, VerifyError
+from hermetic.core.errors import RegistryError, UsageError, VerifyError
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5

@@ -30,10 +30,10 @@ from typing import IO, Any
 
 import zstandard
 
-from ..errors import UsageError, VerifyError, disk_full
-from ..record import BuildRecord, TreeEntry, compare_trees, load_build_record, scan_tree
-from .layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_TAR, MEDIA_TYPE_ZSTD
-from .layout import Descriptor, Layout, pick_root, select_manifest
+from hermetic.core.errors import UsageError, VerifyError, disk_full
+from hermetic.model.record import BuildRecord, TreeEntry, compare_trees, load_build_record, scan_tree
+from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_TAR, MEDIA_TYPE_ZSTD
+from hermetic.oci.layout import Descriptor, Layout, pick_root, select_manifest
 
 DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 WHITEOUT = ".wh."

@@ -1,0 +1,1 @@
+"""attest: see DESIGN.md."""

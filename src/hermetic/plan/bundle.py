@@ -1,0 +1,298 @@
+"""`hermetic bundle`: every input of a plan in one content-addressed OCI artifact, and the caches fed from one.
+
+The artifact is an OCI image layout holding one manifest (artifactType
+application/vnd.hermetic.bundle.v1): its config is the bundle's index (every
+entry's role, name, place in the cache, sha256, size), its layers are the
+entries themselves: the checkout's data a build reads (recipes/, toolchain/,
+src/compiler/, as one deterministic tar, with the recipe's digest in the
+index), the pruned source with its pruned.json, the pinned toolchain (its slim
+archive, else its wheel), the hash-pinned wheelhouse, the sdists of wheel
+recipes and the plan itself. Pushed with `hermetic push`, pulled back by
+reference.
+
+Using a bundle changes no build code: it is one more origin of the verified
+caches. `feed` checks every blob, unpacks the checkout data and admits each
+entry into a fresh cache at the very path the caches look (sources,
+toolchains, wheelhouse, sdists, pruned), each by its sha256; the build then
+runs against that cache and root with every other origin turned off.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import os
+import shutil
+import tarfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hermetic.build import wheel
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import UsageError, VerifyError
+from hermetic.core.log import Log
+from hermetic.fetch import sources, toolchain, wheelhouse
+from hermetic.model import recipe
+from hermetic.model.settings import Settings
+from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, canonical_json, sha256_digest
+from hermetic.plan import steps
+
+ARTIFACT_TYPE = "application/vnd.hermetic.bundle.v1"
+MT_INDEX = "application/vnd.hermetic.bundle.index.v1+json"
+MT_FILE = "application/vnd.hermetic.bundle.file.v1"
+MT_ROOT = "application/vnd.hermetic.bundle.root.v1.tar"
+ANN_TITLE = "org.opencontainers.image.title"
+ROOT_PARTS = ("recipes", "toolchain", "src/compiler")
+# never part of a checkout's inputs (the compiler recipe's own exclude list adds its build outputs)
+ALWAYS_EXCLUDED = ("__pycache__", "*.pyc", ".git")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One input: what it is (role), its file name, where the caches look for it (relative to the cache)."""
+
+    role: str  # root | plan | pruned | pruned-meta | toolchain | wheelhouse | sdist | release
+    name: str
+    cache_path: str  # "" for the root and the plan
+    sha256: str
+    size: int
+
+
+# -- collecting the inputs ---------------------------------------------------------------------------------
+
+
+def _excluded(rel: str, patterns: Sequence[str]) -> bool:
+    parts = rel.split("/")
+    return any(fnmatch.fnmatch(p, pat) for p in parts for pat in (*ALWAYS_EXCLUDED, *patterns))
+
+
+def recipe_part(settings: Settings) -> str:
+    """The LLVM recipe's directory relative to the checkout (a bundle carries only what lies inside it)."""
+    where = settings.llvm_recipe_dir.resolve()
+    if not where.is_relative_to(settings.root.resolve()):
+        raise UsageError(f"the recipe {where} is outside the checkout {settings.root}",
+                         "a bundle carries the checkout's data", "put the recipe under the checkout, or pass --root")
+    return where.relative_to(settings.root.resolve()).as_posix()
+
+
+def root_tar(root: Path, epoch: int, exclude: Sequence[str], extra: Sequence[str] = ()) -> bytes:
+    """recipes/, toolchain/, src/compiler/ (and the LLVM recipe where it lies elsewhere in the checkout) as a
+    deterministic tar: sorted, times clamped, owned by 0."""
+    files: list[str] = []
+    for part in dict.fromkeys((*ROOT_PARTS, *extra)):
+        base = root / part
+        for dirpath, dirs, names in os.walk(base):
+            rel_dir = Path(dirpath).relative_to(root).as_posix()
+            dirs[:] = sorted(d for d in dirs if not _excluded(f"{rel_dir}/{d}", exclude))
+            files += [f"{rel_dir}/{n}" for n in names if not _excluded(f"{rel_dir}/{n}", exclude)
+                      and (Path(dirpath) / n).is_file() and not (Path(dirpath) / n).is_symlink()]
+    files = list(dict.fromkeys(files))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(files):
+            data = (root / rel).read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mtime, info.uid, info.gid, info.uname, info.gname = len(data), epoch, 0, 0, "", ""
+            info.mode = 0o755 if os.access(root / rel, os.X_OK) else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _cached(path: Path, sha256: str, what: str) -> Path:
+    if not path.is_file() or file_sha256(path) != sha256:
+        raise UsageError(f"{what} is not in the cache", f"expected {path} with sha256 {sha256}",
+                         "run `hermetic fetch` (and `hermetic source prune`) first")
+    return path
+
+
+def collect(settings: Settings, variant_name: str | None, log: Log, with_release: bool = False) -> list[tuple[Entry, Path]]:
+    """Every input of the plan for the variant, fetched into the cache first if missing; (entry, file) pairs."""
+    rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
+    variant = recipe.resolve_variant(rec, variant_name or settings.variant)
+    arch = settings.arch or toolchain.machine_arch()
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
+    fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
+                                    tuple(variant.values("targets")), arch)
+    src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
+    meta = steps.ensure_pruned(settings, rec, src, variant, log)
+    cache = settings.cache_dir
+    out: list[tuple[Entry, Path]] = []
+
+    def add(role: str, path: Path, sha: str = "") -> None:
+        sha = sha or file_sha256(path)
+        rel = path.relative_to(cache).as_posix() if path.is_relative_to(cache) else ""
+        out.append((Entry(role, path.name, rel, sha, path.stat().st_size), path))
+
+    pruned = Path(meta["path"])
+    add("pruned", _cached(pruned, meta["sha256"], pruned.name), meta["sha256"])
+    add("pruned-meta", pruned.with_name("pruned.json"))
+    if with_release:
+        add("release", src.path, src.archive.sha256)
+    if tc.kind != "host":
+        add("toolchain", *_toolchain_file(settings, tc, log))
+    house = wheel.fetch_wheelhouses(settings, log, fit)
+    for req_file in wheel.requirement_files(settings, fit):
+        check = wheelhouse.check_wheelhouse(house, wheelhouse.load_requirements(req_file))
+        for path in sorted({p for ps in check.found.values() for p in ps} - {p for _, p in out}):
+            add("wheelhouse", path)
+    for w in fit:
+        if w.sdist is not None:
+            got = wheel.sdist_fetch(settings, w.sdist, log)
+            add("sdist", _cached(got.path, w.sdist.sha256, w.sdist.file), w.sdist.sha256)
+    return out
+
+
+def _toolchain_file(settings: Settings, tc: toolchain.Toolchain, log: Log) -> tuple[Path, str]:
+    """The slim archive when the cache has it (smaller), else the wheel (fetched if need be)."""
+    if tc.slim is not None:
+        slim = toolchain.slim_nearby(settings.cache_dir, tc, settings.mirrors, log)
+        if slim is not None:
+            return slim, tc.slim.sha256
+    toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+    return _cached(toolchain.cache_path(settings.cache_dir, tc), tc.sha256, tc.file), tc.sha256
+
+
+# -- the artifact --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecipeRef:
+    """The LLVM recipe a bundle builds: its directory in the checkout data, release and digest."""
+
+    path: str  # relative to the checkout: recipes/llvm
+    version: str
+    digest: str
+
+
+def write(out_dir: Path, name: str, files: Sequence[tuple[Entry, Path]], root: bytes, plan: dict[str, Any],
+          llvm: RecipeRef) -> Descriptor:
+    """The bundle as an OCI layout at out_dir (written beside it, then moved into place)."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise UsageError(f"{out_dir} exists and is not empty", "a bundle is written into a new directory", "")
+    tmp = out_dir.with_name(f".{out_dir.name}.partial{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    layout = Layout(tmp)
+    layout.init()
+    plan_bytes = json.dumps(plan, indent=1, sort_keys=True).encode() + b"\n"
+    entries = [Entry("root", "root.tar", "", sha256_digest(root)[7:], len(root)),
+               Entry("plan", "plan.json", "", sha256_digest(plan_bytes)[7:], len(plan_bytes)), *(e for e, _ in files)]
+    layout.put_bytes(root)
+    layout.put_bytes(plan_bytes)
+    for e, path in files:
+        dest = layout.blob_path("sha256:" + e.sha256)
+        if not dest.exists():
+            shutil.copyfile(path, dest)
+        if file_sha256(dest) != e.sha256:
+            raise VerifyError(f"{path} changed while it was bundled", "", "bundle again")
+    index = {"schema": "hermetic.bundle/1", "name": name, "recipe_digest": llvm.digest, "llvm_recipe": llvm.path,
+             "llvm_version": llvm.version, "entries": [asdict(e) for e in entries]}
+    config = canonical_json(index)
+    layers = [{"mediaType": MT_ROOT if e.role == "root" else MT_FILE, "digest": "sha256:" + e.sha256, "size": e.size,
+               "annotations": {ANN_TITLE: f"{e.role}/{e.name}"}} for e in entries]
+    manifest = {"schemaVersion": 2, "mediaType": MT_MANIFEST, "artifactType": ARTIFACT_TYPE,
+                "config": {"mediaType": MT_INDEX, "digest": layout.put_bytes(config), "size": len(config)},
+                "layers": layers, "annotations": {ANN_TITLE: name}}
+    body = canonical_json(manifest)
+    desc = Descriptor(MT_MANIFEST, layout.put_bytes(body), len(body), annotations={REF_NAME: name})
+    layout.write_index([desc])
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists():
+        out_dir.rmdir()
+    os.replace(tmp, out_dir)
+    return desc
+
+
+@dataclass(frozen=True)
+class Opened:
+    layout: Layout
+    manifest: Descriptor
+    name: str
+    recipe_digest: str
+    entries: tuple[Entry, ...]
+    llvm_recipe: str = "recipes/llvm"
+    llvm_version: str = ""
+
+
+def open_layout(path: Path) -> Opened:
+    """A bundle layout, every blob checked against its digest, its index read."""
+    layout = Layout(path)
+    roots = [d for d in layout.index() if d.media_type == MT_MANIFEST]
+    if len(roots) != 1:
+        raise UsageError(f"{path} is not a hermetic bundle", f"it has {len(roots)} manifests", "pass a bundle layout")
+    layout.verify(roots[0])
+    manifest = layout.read_json(roots[0])
+    if manifest.get("artifactType") != ARTIFACT_TYPE:
+        raise UsageError(f"{path} is not a hermetic bundle", f"its artifactType is {manifest.get('artifactType')!r}",
+                         "pass a layout written by `hermetic bundle`")
+    index = layout.read_json(Descriptor.from_json(manifest["config"], roots[0].digest))
+    try:
+        entries = tuple(Entry(**e) for e in index["entries"])
+    except (KeyError, TypeError) as exc:
+        raise VerifyError(f"the index of {path} is malformed", str(exc), "bundle again") from exc
+    listed = {d["digest"] for d in manifest.get("layers") or []}
+    missing = [e.name for e in entries if "sha256:" + e.sha256 not in listed]
+    if missing:
+        raise VerifyError(f"the index of {path} names files the bundle lacks", ", ".join(missing), "bundle again")
+    recipe_dir = str(index.get("llvm_recipe") or "recipes/llvm")
+    if _unsafe(recipe_dir):
+        raise VerifyError(f"the index of {path} names a recipe outside its data", recipe_dir, "bundle again")
+    return Opened(layout, roots[0], str(index.get("name", "")), str(index.get("recipe_digest", "")), entries,
+                  recipe_dir, str(index.get("llvm_version") or ""))
+
+
+def is_bundle(layout: Layout) -> bool:
+    roots = layout.index()
+    return len(roots) == 1 and roots[0].media_type == MT_MANIFEST and \
+        layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
+
+
+def _unsafe(rel: str) -> bool:
+    return rel.startswith("/") or ".." in Path(rel).parts or not rel
+
+
+def feed(opened: Opened, root_dir: Path, cache_dir: Path, log: Log) -> None:
+    """Unpack the checkout data into root_dir and admit every cached entry into cache_dir by its sha256."""
+    for e in opened.entries:
+        blob = opened.layout.blob_path("sha256:" + e.sha256)
+        if e.role == "root":
+            _unpack_root(blob, root_dir, (*ROOT_PARTS, opened.llvm_recipe))
+        elif e.cache_path:
+            if _unsafe(e.cache_path):
+                raise VerifyError(f"bundle entry {e.name} would land outside the cache", e.cache_path, "")
+            dest = cache_dir / e.cache_path
+            if not (dest.is_file() and file_sha256(dest) == e.sha256):
+                sources.admit_file(dest, e.sha256, blob, f"bundle:{opened.manifest.digest}", f"{e.role} {e.name}")
+    got = recipe.load_at(root_dir / opened.llvm_recipe, opened.llvm_version or None, root_dir).digest()
+    if got != opened.recipe_digest:
+        raise VerifyError("the bundle's recipe is not the one it names", f"{got} unpacked, {opened.recipe_digest} listed",
+                          "the bundle is damaged; bundle again")
+    log(f"bundle: {len(opened.entries)} inputs of {opened.name} ({opened.manifest.digest[:19]}…) fed into {cache_dir}")
+
+
+def _unpack_root(blob: Path, root_dir: Path, parts: Sequence[str]) -> None:
+    root_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(blob) as tar:
+        for m in tar.getmembers():
+            if not m.isfile() or _unsafe(m.name) or not m.name.startswith(tuple(p + "/" for p in parts)):
+                raise VerifyError("the bundle's checkout data holds an unexpected entry", m.name, "bundle again")
+        tar.extractall(root_dir, filter="data")
+
+
+def settings_for(settings: Settings, opened: Opened, where: Path, log: Log) -> Settings:
+    """Settings that build from the bundle alone: its root, a cache fed from it, every other origin off."""
+    base = where / opened.manifest.digest.split(":")[1][:16]
+    root, cache = base / "root", base / "cache"
+    if not (base / "fed").is_file():
+        shutil.rmtree(base, ignore_errors=True)  # a half-fed bundle of ours: fed again from the start
+        feed(opened, root, cache, log)
+        (base / "fed").write_text(opened.manifest.digest + "\n")
+    return replace(settings, root=root, cache_dir=cache, mirrors=(), use_urls=False, use_apt=False, wheelhouse=None,
+                   substitutes=(), llvm_recipe=str(root / opened.llvm_recipe))
+
+
+def summary(opened: Opened) -> Iterable[str]:
+    for e in opened.entries:
+        yield f"{e.role:<12} {e.name:<70} {e.size / 1e6:8.1f} MB  sha256:{e.sha256[:16]}…"

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import reportlib  # noqa: E402  (bench/, the script's own directory)
 from debian_root import make_root  # noqa: E402  (tests/debian_root.py, on the path above)
-from hermetic.fetch import toolchain  # noqa: E402
+from hermetic.core import platforms  # noqa: E402
 
-ARM = toolchain.PLATFORMS["arm64"]
+ARM = platforms.PLATFORMS["arm64"]
 ARM_PIP = ["--platform", "manylinux_2_28_aarch64", "--python-version", "3.11", "--implementation", "cp",
            "--abi", "cp311", "--only-binary=:all:"]
 

@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from hermetic.core import platforms  # noqa: E402
 from hermetic.fetch import toolchain  # noqa: E402
 from hermetic.model.settings import resolve  # noqa: E402
 
@@ -75,9 +76,9 @@ def main() -> int:
     extra += [*(["--cache", args.cache] if args.cache else []), *(a for m in args.mirror for a in ("--mirror", m))]
     base = args.base or Path(tempfile.mkdtemp(prefix="hermetic-tcbench-"))
 
-    here = toolchain.machine_arch()
+    here = platforms.machine_arch()
     if args.compare == "arch":
-        other = next((a for a in toolchain.PLATFORMS if a != here), None)
+        other = next((a for a in platforms.PLATFORMS if a != here), None)
         if other is None:
             sys.exit(f"bench: no other architecture than {here} to cross-build for")
         # (label, `hermetic build llvm` arguments, the zig targets it compiles for)
@@ -98,7 +99,7 @@ def main() -> int:
     for label, how, arches in ways:
         work = base / label
         for arch in arches:
-            tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig", arch=toolchain.zig_arch(arch))
+            tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig", arch=platforms.zig_arch(arch))
             zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, "--no-urls" not in extra)
             prep = toolchain.prepare(tc, zig_root, base / "prime" / label / arch, settings.toolchain_dir, work / "zig-cache")
             t0 = time.monotonic()

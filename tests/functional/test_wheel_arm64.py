@@ -39,11 +39,12 @@ import pytest
 
 from debian_root import make_root
 from helpers import ROOT, run_hermetic
+from hermetic.core import platforms
 from hermetic.fetch import toolchain
 from hermetic.model import record
 
 PLATFORM = "manylinux_2_28_aarch64"
-ARM = toolchain.PLATFORMS["arm64"]
+ARM = platforms.PLATFORMS["arm64"]
 PROBE_PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"
 PTX_PROBE = ROOT / "tests" / "functional" / "tilec_ptx_probe.py"
 RUNTIME = ROOT / "tests" / "functional" / "tilec-runtime-arm64.txt"

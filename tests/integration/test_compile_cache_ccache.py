@@ -31,6 +31,7 @@ import pytest
 
 from helpers import OTHER_UID, TINY, as_user, hermetic, user_cache, user_dir
 from hermetic.build import compile_cache
+from hermetic.model import settings as settings_values
 from servers import Redis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def _compile(base: Path, url: str) -> tuple[bytes, compile_cache.CacheStats]:
     out.mkdir()
     (src / "include" / "x.h").write_text("#define X 42\n")
     (src / "f.c").write_text('#include "x.h"\nint f(void) { return X; }\nconst char *g(void) { return __FILE__; }\n')
-    conf = compile_cache.write_config(base / "ccache", compile_cache.parse(url), base, "string:test-compiler", None)
+    conf = compile_cache.write_config(base / "ccache", settings_values.parse_compile_cache(url), base, "string:test-compiler", None)
     env = {"PATH": os.environ["PATH"], "CCACHE_CONFIGPATH": str(conf)}
     cmd = ["ccache", "cc", f"-I{src / 'include'}", f"-ffile-prefix-map={src}=/usr/src/x", f"-ffile-prefix-map={out}=/usr/src/b",
            "-O2", "-g0", "-c", str(src / "f.c"), "-o", "f.o"]

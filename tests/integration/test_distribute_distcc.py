@@ -27,7 +27,9 @@ import pytest
 
 from helpers import hermetic
 from hermetic.build import compile_cache, distribute
+from hermetic.core import platforms
 from hermetic.fetch import toolchain
+from hermetic.model import settings as settings_values
 from servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +50,7 @@ def compile_host(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) -
 
 def _distcc_env(tmp_path: Path, bin_dir: Path, daemon: Distccd, name: str) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return env | distribute.client_env(distribute.Distribution((distribute.parse_host(daemon.spec),)), False,
+    return env | distribute.client_env(settings_values.Distribution((settings_values.parse_host(daemon.spec),)), False,
                                        tmp_path / f"state-{name}", tmp_path / f"{name}.log")
 
 
@@ -95,7 +97,7 @@ def test_behind_a_compile_cache_a_miss_goes_to_a_host_and_a_hit_to_none(
     launch = tmp_path / "launch"
     launch.write_text(distribute.launcher_script(shutil.which("distcc") or "distcc", {wrappers["c++"]: wrappers["c++"].name}))
     launch.chmod(0o755)
-    conf = compile_cache.write_config(tmp_path / "ccache", compile_cache.parse(f"file://{tmp_path / 'shared'}"), tmp_path,
+    conf = compile_cache.write_config(tmp_path / "ccache", settings_values.parse_compile_cache(f"file://{tmp_path / 'shared'}"), tmp_path,
                                       "string:test", "clang", prefix_command=launch)
     daemon = Distccd("127.0.0.2", tmp_path, compile_host)
     objects, stats = [], []
@@ -128,7 +130,7 @@ def test_a_cross_compile_goes_to_a_host_set_up_for_the_target(tmp_path: Path, co
     host = tmp_path / "host"
     proc = hermetic("toolchain", "compile-host", str(host), "--cache", str(source_cache), "--toolchain", "zig",
                     "--arch", "arm64")
-    arm = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, toolchain.zig_arch("arm64"))
+    arm = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
     names = [distribute.compiler_name(arm, lang) for lang in distribute.LANGS]
     assert json.loads(proc.stdout)["compilers"] == names
     zig = toolchain.unpacked(source_cache, arm)

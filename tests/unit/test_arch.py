@@ -15,6 +15,7 @@ import pytest
 
 from helpers import ROOT, hermetic
 from hermetic.build import llvm
+from hermetic.core import platforms
 from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
 from hermetic.fetch import toolchain
 from hermetic.model import recipe, record
@@ -30,7 +31,7 @@ QEMU_ARM64 = ["/usr/bin/qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"]
 
 @pytest.fixture
 def on_amd64(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(toolchain.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(platforms.platform, "machine", lambda: "x86_64")
 
 
 def _zig(arch: str | None = None) -> toolchain.Toolchain:
@@ -41,21 +42,21 @@ def _zig(arch: str | None = None) -> toolchain.Toolchain:
 
 
 def test_oci_names_map_to_zig_conan_and_llvm_names() -> None:
-    got = {p.oci: (p.zig, toolchain.ARCHES[p.zig][0], p.llvm_triple) for p in toolchain.PLATFORMS.values()}
+    got = {p.oci: (p.zig, platforms.ARCHES[p.zig][0], p.llvm_triple) for p in platforms.PLATFORMS.values()}
     assert got == {
         "amd64": ("x86_64", "x86_64", "x86_64-unknown-linux-gnu"),
         "arm64": ("aarch64", "armv8", "aarch64-unknown-linux-gnu"),
     }
     # the pinned zig targets every platform the table names
-    assert sorted(_zig().arches) == sorted(p.zig for p in toolchain.PLATFORMS.values())
-    assert toolchain.PLATFORMS["arm64"].packages == ("qemu-user-static", "libc6-arm64-cross")
+    assert sorted(_zig().arches) == sorted(p.zig for p in platforms.PLATFORMS.values())
+    assert platforms.PLATFORMS["arm64"].packages == ("qemu-user-static", "libc6-arm64-cross")
 
 
 @pytest.mark.parametrize(("machine", "oci"), [("x86_64", "amd64"), ("AMD64", "amd64"), ("aarch64", "arm64"),
                                               ("arm64", "arm64"), ("riscv64", "riscv64")])
 def test_the_machines_arch_by_its_oci_name(monkeypatch: pytest.MonkeyPatch, machine: str, oci: str) -> None:
-    monkeypatch.setattr(toolchain.platform, "machine", lambda: machine)
-    assert toolchain.machine_arch() == oci
+    monkeypatch.setattr(platforms.platform, "machine", lambda: machine)
+    assert platforms.machine_arch() == oci
 
 
 def test_settings_take_arch_by_precedence_and_default_to_the_machine(tmp_path: Path, on_amd64: None) -> None:
@@ -101,7 +102,7 @@ def test_all_plans_every_arch_and_the_index_before_it_runs_anything(tmp_path: Pa
     assert proc.returncode == 4, proc.stderr  # the source class: nothing to fetch from
     assert f"linux/amd64 (work dir {work / 'linux-amd64'}):" in proc.stdout
     assert f"linux/arm64 (work dir {work / 'linux-arm64'}):" in proc.stdout
-    assert "linux/arm64 cross-built on" in proc.stdout or toolchain.machine_arch() == "arm64"
+    assert "linux/arm64 cross-built on" in proc.stdout or platforms.machine_arch() == "arm64"
     assert f"index: llvm-support for linux/amd64, linux/arm64 -> {work / 'images' / 'llvm-support-index'}" in proc.stdout
     assert proc.stdout.index("linux/arm64 (work dir") < proc.stdout.index("index: llvm-support")
     assert "Traceback" not in proc.stderr and not (work / "images").exists()
@@ -185,7 +186,7 @@ def test_the_plan_says_the_arch_and_skips_a_foreign_wheel(tmp_path: Path, on_amd
 
 def test_cli_refuses_arch_with_the_host_toolchain_and_unknown_names(tmp_path: Path) -> None:
     common = ["build", "llvm", "--variant", "support", "--work-dir", str(tmp_path / "w"), "--cache", str(tmp_path / "c")]
-    other = "arm64" if toolchain.machine_arch() != "arm64" else "amd64"
+    other = "arm64" if platforms.machine_arch() != "arm64" else "amd64"
     proc = hermetic(*common, "--toolchain", "host", "--arch", other, check=False)
     assert proc.returncode == 2 and "host toolchain builds for this" in proc.stderr and "Traceback" not in proc.stderr
     # fetch refuses it before it downloads anything
@@ -215,8 +216,8 @@ def test_a_missing_cross_libc_names_the_debian_packages(monkeypatch: pytest.Monk
     qemu.chmod(0o755)
     monkeypatch.setenv("PATH", str(qemu.parent))
     sysroot = tmp_path / "sysroot"
-    plat = replace(toolchain.PLATFORMS["arm64"], emulator=("qemu-aarch64-static", "-L", str(sysroot)))
-    monkeypatch.setitem(toolchain.PLATFORMS, "arm64", plat)
+    plat = replace(platforms.PLATFORMS["arm64"], emulator=("qemu-aarch64-static", "-L", str(sysroot)))
+    monkeypatch.setitem(platforms.PLATFORMS, "arm64", plat)
     with pytest.raises(EnvironmentError_) as err:
         toolchain.emulator("arm64")
     assert "holds no arm64 loader" in err.value.what and "libc6-arm64-cross" in err.value.fix

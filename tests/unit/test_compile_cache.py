@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic.build import compile_cache, distribute
-from hermetic.build.compile_cache import CompileCache, parse
+from hermetic.build import compile_cache
 from hermetic.core.errors import EnvironmentError_, UsageError, VerifyError
 from hermetic.fetch import toolchain
 from hermetic.model import record
-from hermetic.model.settings import Settings
+from hermetic.model import settings as settings_values
+from hermetic.model.settings import CompileCache, Settings
+from hermetic.model.settings import parse_compile_cache as parse
 from hermetic.plan import pipeline as plan
 from schemas.examples import ZIG_ID, fake_llvm_build
 
@@ -236,7 +237,7 @@ def test_behind_the_cache_the_misses_go_to_the_compile_hosts(tmp_path: Path) -> 
                                       prefix_command=tmp_path / "launch")
     assert f"prefix_command = {tmp_path / 'launch'}" in conf.read_text().splitlines()
     both = plan.plan_all(_settings(tmp_path, compile_cache=parse(f"file://{tmp_path}/shared"),
-                                   distribute=distribute.parse_setting("127.0.0.2:9/2")), lambda m: None)
+                                   distribute=settings_values.parse_distribute_setting("127.0.0.2:9/2")), lambda m: None)
     detail = both.step("build").detail
     assert f"compile cache file://{tmp_path}/shared (ccache)" in detail and "127.0.0.2:9/2 (distcc)" in detail
 

@@ -15,11 +15,13 @@ import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
 from hermetic.build import distribute, netrelay
-from hermetic.build.distribute import CompileHost, parse_setting
+from hermetic.core import platforms
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.fetch import toolchain
 from hermetic.model import record
-from hermetic.model.settings import Settings
+from hermetic.model import settings as settings_values
+from hermetic.model.settings import CompileHost, Settings
+from hermetic.model.settings import parse_distribute_setting as parse_setting
 from hermetic.plan import pipeline as plan
 from schemas.examples import fake_llvm_build
 
@@ -31,7 +33,7 @@ from schemas.examples import fake_llvm_build
     ("[fd00::5]:3632/16", CompileHost("fd00::5", 3632, 16)),
 ])
 def test_a_host_is_host_port_slots(text: str, host: CompileHost) -> None:
-    assert distribute.parse_host(text) == host
+    assert settings_values.parse_host(text) == host
 
 
 @pytest.mark.parametrize("text,why", [
@@ -40,7 +42,7 @@ def test_a_host_is_host_port_slots(text: str, host: CompileHost) -> None:
 ])
 def test_a_bad_host_is_a_usage_error(text: str, why: str) -> None:
     with pytest.raises(UsageError) as err:
-        distribute.parse_host(text)
+        settings_values.parse_host(text)
     assert why in err.value.why and err.value.fix
 
 
@@ -99,7 +101,7 @@ def test_a_cross_build_is_taken_and_the_host_toolchain_refused() -> None:
     tc = toolchain.for_root(ROOT)
     dist = parse_setting("10.0.0.1")
     assert dist is not None
-    cross = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, toolchain.zig_arch("arm64"))
+    cross = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
     distribute.check_usable(dist, tc)
     distribute.check_usable(dist, cross)
     assert distribute.compiler_name(cross, "c++") != distribute.compiler_name(tc, "c++")  # a host needs --arch arm64

@@ -11,6 +11,7 @@ import pytest
 from hermetic.attest import attach as attest
 from hermetic.attest import inspection, provenance, sbom
 from hermetic.cli import main
+from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.model import record
 from hermetic.oci import referrers
@@ -58,7 +59,7 @@ def test_image_provenance_is_an_in_toto_statement_with_slsa_v1(attested: tuple[P
     assert internal["sourceDateEpoch"] == EPOCH
     run = st["predicate"]["runDetails"]
     assert run["builder"]["id"] == provenance.DEFAULT_BUILDER_ID
-    started, finished = (provenance.parse_iso(run["metadata"][k]) for k in ("startedOn", "finishedOn"))
+    started, finished = (times.parse_iso(run["metadata"][k]) for k in ("startedOn", "finishedOn"))
     # from the record: its wall time before it was written, then the image; both times
     # are written in whole seconds, so truncation can take up to a second off the span
     assert 181.5 - 1 < finished - started < 181.5 + 60

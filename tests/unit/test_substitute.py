@@ -20,10 +20,10 @@ from hermetic.attest import attach as attest
 from hermetic.attest import provenance
 from hermetic.core.errors import UsageError
 from hermetic.model import record
-from hermetic.model.settings import Settings
+from hermetic.model.settings import Settings, Substitute, parse_substitute
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
-from hermetic.oci.reference import Substitute, parse_reference, parse_substitute
+from hermetic.oci.reference import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
 from hermetic.plan import pipeline as plan

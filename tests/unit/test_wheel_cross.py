@@ -15,6 +15,7 @@ import pytest
 
 from hermetic.build import wheel
 from hermetic.cli import main as cli_main
+from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, UsageError
 from hermetic.fetch import toolchain
 from hermetic.model import record
@@ -59,8 +60,8 @@ def test_the_elf_machine_of_a_header(header: bytes, machine: int | None) -> None
 
 def test_a_program_s_platform_and_root(tmp_path: Path) -> None:
     here = toolchain.binary_platform(Path(sys.executable).resolve())
-    assert here is not None and here.oci == toolchain.machine_arch()
-    arm = toolchain.PLATFORMS["arm64"]
+    assert here is not None and here.oci == platforms.machine_arch()
+    arm = platforms.PLATFORMS["arm64"]
     py = _program(tmp_path / "root" / "usr" / "bin" / "python3.11", arm.elf_machine)
     assert toolchain.binary_platform(py) == arm
     assert toolchain.binary_platform(tmp_path / "missing") is None
@@ -79,7 +80,7 @@ def test_a_program_s_platform_and_root(tmp_path: Path) -> None:
 def test_a_foreign_interpreter_runs_under_qemu_with_its_root_or_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = next(p for p in toolchain.PLATFORMS.values() if p.oci != toolchain.machine_arch())
+    other = next(p for p in platforms.PLATFORMS.values() if p.oci != platforms.machine_arch())
     py = _program(tmp_path / "root" / "usr" / "bin" / "python3.11", other.elf_machine)
     with pytest.raises(UsageError) as exc:
         wheel.probe_interpreter(str(py))

@@ -16,6 +16,7 @@ import yaml
 
 from helpers import ROOT, hermetic
 from hermetic.build import wheel
+from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, RecipeError, SourceError
 from hermetic.fetch import sdist, toolchain
 from hermetic.model.settings import Settings
@@ -72,7 +73,7 @@ def test_a_tree_without_the_host_target_is_refused_before_the_sdist_is_fetched(t
     cmake.mkdir(parents=True)
     (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD AArch64;NVPTX)\n')
     assert wheel.inspect_llvm(tmp_path / "llvm", 22).targets == ("AArch64", "NVPTX")
-    want = toolchain.PLATFORMS[toolchain.machine_arch()].llvm_target
+    want = platforms.PLATFORMS[platforms.machine_arch()].llvm_target
     if want == "AArch64":
         (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD X86;NVPTX)\n')
     proc = hermetic("wheel", "--recipe", "llvmlite", "--llvm", str(tmp_path / "llvm"), "--toolchain", "host",

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from hermetic.attest import provenance, sbom, sbom_wheel, signing
+from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record
 from hermetic.model.settings import Settings
 from hermetic.oci import referrers
-from hermetic.oci.layout import Descriptor, Layout, pick_root, rfc3339, select_manifest
+from hermetic.oci.layout import Descriptor, Layout, pick_root, select_manifest
 
 WHEEL_RECORD = "wheel-record.json"
 SBOM_SUFFIX = ".cdx.json"
@@ -135,7 +136,7 @@ def record_for_image(facts: sbom.ImageFacts, work_dir: Path) -> Path:
 def build_times(rec: record.BuildRecord | record.WheelRecord, path: Path, total_s: float | None) -> tuple[float, float]:
     """Start and finish of the build: from the record when it has them, else its mtime and wall time."""
     if rec.started and rec.finished:
-        return provenance.parse_iso(rec.started), provenance.parse_iso(rec.finished)
+        return times.parse_iso(rec.started), times.parse_iso(rec.finished)
     finished = path.stat().st_mtime
     return finished - float(total_s or 0.0), finished
 
@@ -185,7 +186,7 @@ def attest_image(
     out = [
         referrers.attach(
             layout, subject, sbom.MEDIA_TYPE, sbom.dumps(bom), "sbom.cdx.json",
-            {referrers.ANN_KIND: KIND_SBOM, referrers.ANN_CREATED: rfc3339(epoch)},
+            {referrers.ANN_KIND: KIND_SBOM, referrers.ANN_CREATED: times.iso(epoch)},
         ),
         referrers.attach(
             layout, subject, provenance.MEDIA_TYPE, provenance.dumps(statement), "provenance.intoto.json",
@@ -214,7 +215,7 @@ def _attach_signed(
     return [
         referrers.attach(
             layout, subject, DSSE_MEDIA_TYPE, envelope(key, doc), name,
-            {referrers.ANN_KIND: kind, referrers.ANN_CREATED: rfc3339(epoch), referrers.ANN_PREDICATE: predicate},
+            {referrers.ANN_KIND: kind, referrers.ANN_CREATED: times.iso(epoch), referrers.ANN_PREDICATE: predicate},
         )
         for kind, doc, predicate, name in (
             (KIND_SBOM_DSSE, sbom_statement(bom, facts.name, digest), CYCLONEDX_PREDICATE, "sbom.cdx.dsse.json"),

@@ -14,7 +14,6 @@ sha256 of a file.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import platform
 import uuid
@@ -23,6 +22,7 @@ from typing import Any
 
 from hermetic import __version__
 from hermetic.attest.sbom import ImageFacts, origin_uri, tool_version, toolchain_package, toolchain_purl
+from hermetic.core import times
 from hermetic.model.record import BuildRecord, Offline, ToolchainRef, ToolchainVersions, WheelRecord
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -35,14 +35,6 @@ DEFAULT_BUILDER_ID = "urn:hermetic:builder:local"
 TREE_DIGEST = "hermeticTreeSha256"
 RECIPE_DIGEST = "hermeticRecipeSha256"
 REQUIREMENTS_DIGEST = "hermeticRequirementsSha256"
-
-
-def iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(text: str) -> float:
-    return _dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC).timestamp()
 
 
 def _hex(digest: str) -> str:
@@ -299,8 +291,8 @@ def _statement(
                 "builder": builder(builder_id),
                 "metadata": {
                     "invocationId": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'hermetic:' + invocation)}",
-                    "startedOn": iso(started),
-                    "finishedOn": iso(max(finished, started)),
+                    "startedOn": times.iso(started),
+                    "finishedOn": times.iso(max(finished, started)),
                 },
                 "byproducts": byproducts,
             },
@@ -350,7 +342,7 @@ def check_statement(statement: Any) -> list[str]:
     meta = rd.get("metadata") or {}
     for k in ("startedOn", "finishedOn"):
         try:
-            parse_iso(str(meta.get(k)))
+            times.parse_iso(str(meta.get(k)))
         except ValueError:
             problems.append(f"runDetails.metadata.{k} is not an RFC 3339 UTC time: {meta.get(k)!r}")
     return problems

@@ -24,6 +24,7 @@ from typing import Any
 
 from hermetic import __version__
 from hermetic.attest import licences
+from hermetic.core import times
 from hermetic.model.recipe import Recipe
 from hermetic.model.record import BuildRecord, ToolchainRef
 
@@ -103,7 +104,6 @@ def serial_number(subject_digest: str) -> str:
 
 
 def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, Any]:
-    from hermetic.oci.layout import rfc3339
 
     return {
         "$schema": SCHEMA_URL,
@@ -113,7 +113,7 @@ def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, 
         "version": 1,
         "metadata": {
             # the release date of the pinned source, not the wall clock: the SBOM is reproducible too
-            "timestamp": rfc3339(epoch),
+            "timestamp": times.iso(epoch),
             "lifecycles": [{"phase": "build"}],
             "tools": {"components": [{"type": "application", "name": "hermetic", "version": __version__}]},
             "component": subject,

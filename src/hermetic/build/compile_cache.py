@@ -42,82 +42,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CacheStats
+from hermetic.model.settings import CompileCache
 
-SCHEMES = ("redis+unix", "file", "redis", "http")
-_LOCAL = ("redis+unix", "file")  # reached through the file system: fine inside the network namespace
 CCACHE_MIN = (4, 7)  # redis+unix storage came with 4.7
 _FEATURE = {"redis+unix": "redis+unix-storage", "file": "file-storage", "redis": "redis-storage", "http": "http-storage"}
-_EXAMPLES = "e.g. --compile-cache redis+unix:/run/redis/redis.sock or --compile-cache file:///srv/ccache"
-
-
-@dataclass(frozen=True)
-class CompileCache:
-    """A parsed --compile-cache URL: what ccache is given (`url`) and what it names."""
-
-    url: str  # as ccache takes it, attributes (`|umask=002`, `|read-only`) included
-    scheme: str
-    path: str  # the socket or directory of a local cache; "" for a network one
-    address: str = ""  # host:port of a network cache
-
-    @property
-    def local(self) -> bool:
-        return self.scheme in _LOCAL
-
-    @property
-    def shown(self) -> str:
-        """The URL without a password, as plans and records name it."""
-        base, bar, attrs = self.url.partition("|")
-        parts = urlsplit(base)
-        if parts.password is None:
-            return self.url
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc)) + bar + attrs
-
-
-def parse(text: str) -> CompileCache:
-    """`redis+unix:/path/sock`, `file:///dir`, or (only without isolation) `redis://host:port`, `http://host/…`.
-
-    ccache's own attributes may follow the URL after `|` (`file:///dir|umask=002`); they are passed on as given.
-    """
-    raw = str(text).strip()
-    base = raw.partition("|")[0]
-    scheme = base.partition(":")[0].lower()
-    if scheme not in SCHEMES:
-        raise UsageError(
-            f"invalid compile cache {text!r}",
-            f"the scheme must be one of {', '.join(s + ':' for s in SCHEMES)} (ccache's remote storage)",
-            _EXAMPLES,
-        )
-    parts = urlsplit(base)
-    if scheme in _LOCAL:
-        # redis+unix:/path and redis+unix:///path are both ccache's spelling; file: wants file:///path
-        path = parts.path
-        if parts.netloc or not path.startswith("/") or parts.query or parts.fragment or (scheme == "file" and not base.startswith("file:///")):
-            raise UsageError(
-                f"invalid compile cache {text!r}",
-                f"a {scheme} cache names an absolute path on this machine",
-                "use redis+unix:/ABSOLUTE/redis.sock or file:///ABSOLUTE/DIR",
-            )
-        return CompileCache(raw, scheme, path)
-    if not parts.hostname:
-        raise UsageError(f"invalid compile cache {text!r}", "a network cache needs a host", "e.g. redis://HOST:6379")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise UsageError(f"invalid compile cache {text!r}", str(exc), "e.g. redis://HOST:6379") from exc
-    address = parts.hostname + (f":{port}" if port else "")
-    return CompileCache(raw, scheme, "", address)
-
-
-def parse_setting(value: Any) -> CompileCache | None:
-    """--compile-cache, HERMETIC_COMPILE_CACHE or [tool.hermetic] compile_cache; empty means none."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str):
-        raise UsageError(f"invalid compile cache {value!r}", "expected one URL as a string", _EXAMPLES)
-    return parse(value)
-
 
 def check_reachable(cache: CompileCache, offline: str) -> None:
     """Refuse a network cache for a build that runs in a network namespace, where it cannot be reached."""

@@ -45,87 +45,10 @@ from typing import Any
 from hermetic.fetch import toolchain
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CompileHostUse, DistributedCompiles
+from hermetic.model.settings import CompileHost, Distribution
 
-DEFAULT_PORT = 3632  # distccd's
-DEFAULT_SLOTS = 4  # distcc's default limit of jobs a TCP host is given at once
 INSIDE_PORT = 3632  # the first relayed port inside the namespace: 127.0.0.1:3632, :3633, …
 DEPFILE_FLAG = "--hermetic-depfile"
-_EXAMPLES = "e.g. --distribute 10.0.0.5,10.0.0.6:3632/8 (HOST[:PORT][/SLOTS], comma or space separated)"
-_HOST = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?))"
-                   r"(?::(?P<port>\d+))?(?:/(?P<slots>\d+))?$")
-
-
-@dataclass(frozen=True)
-class CompileHost:
-    host: str
-    port: int = DEFAULT_PORT
-    slots: int = DEFAULT_SLOTS
-
-    @property
-    def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def spec(self) -> str:
-        return f"{self.address}/{self.slots}"
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """The parsed --distribute: the compile hosts, in the order given."""
-
-    hosts: tuple[CompileHost, ...]
-
-    @property
-    def shown(self) -> str:
-        return " ".join(h.spec for h in self.hosts)
-
-    @property
-    def slots(self) -> int:
-        return sum(h.slots for h in self.hosts)
-
-
-def parse_host(text: str) -> CompileHost:
-    m = _HOST.match(text)
-    if not m:
-        raise UsageError(f"invalid compile host {text!r}", "expected HOST[:PORT][/SLOTS]", _EXAMPLES)
-    host = m.group("v6") or m.group("name")
-    if host.lower() == "localhost":
-        raise UsageError(
-            f"invalid compile host {text!r}",
-            "distcc reads `localhost` as compiling here without a daemon, which is what a build without --distribute does",
-            "name a daemon by address: a distccd on this machine is 127.0.0.1 (or 127.0.0.2, …, where it listens)",
-        )
-    port = int(m.group("port")) if m.group("port") else DEFAULT_PORT
-    slots = int(m.group("slots")) if m.group("slots") else DEFAULT_SLOTS
-    if not 0 < port < 65536:
-        raise UsageError(f"invalid compile host {text!r}", f"port {port} is out of range", _EXAMPLES)
-    if not 0 < slots <= 256:
-        raise UsageError(f"invalid compile host {text!r}", f"{slots} slots: expected 1 to 256", _EXAMPLES)
-    return CompileHost(host, port, slots)
-
-
-def parse_setting(value: Any) -> Distribution | None:
-    """--distribute, HERMETIC_DISTRIBUTE or [tool.hermetic] distribute: hosts separated by commas or spaces (or a
-    TOML list); empty means none. A host named twice is refused: its slots would be counted twice."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        items = value.replace(",", " ").split()
-    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        items = [i for v in value for i in str(v).replace(",", " ").split()]
-    else:
-        raise UsageError(f"invalid compile hosts {value!r}", "expected a string or a list of strings", _EXAMPLES)
-    if not items:
-        return None
-    hosts = tuple(parse_host(i) for i in items)
-    seen: set[str] = set()
-    for h in hosts:
-        if h.address in seen:
-            raise UsageError(f"compile host {h.address} is named twice", "each daemon is one host with its slots",
-                             "name it once, with /SLOTS for how many jobs it takes")
-        seen.add(h.address)
-    return Distribution(hosts)
 
 
 def check_usable(dist: Distribution, tc: toolchain.Toolchain) -> None:

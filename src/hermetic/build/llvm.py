@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermetic.model import settings as settings_values
+from hermetic.core import platforms
+from hermetic.core import times
 from hermetic.build import buildtools, compile_cache, distribute, netrelay, sandbox
 from hermetic.model import record
 from hermetic.fetch import toolchain
@@ -247,7 +250,7 @@ def _build_into(
     )
     log(f"build: toolchain {tc.label}")
     if build_tc and emulator:
-        log(f"build: cross build for linux/{arch} on {toolchain.machine_arch()}: tablegen built by {build_tc.label}, "
+        log(f"build: cross build for linux/{arch} on {platforms.machine_arch()}: tablegen built by {build_tc.label}, "
             f"test_package run by {shlex.join(emulator)}")
     # CMake and Ninja: the pinned wheels' executables first on PATH, and checked to be the ones run.
     tools = buildtools.ensure(settings, log)
@@ -366,8 +369,8 @@ def _build_into(
         toolchain=record.ToolchainVersions.from_mapping(toolchain_versions(env)),
         jobs=jobs,
         wall_time_s=round(wall, 1),
-        started=iso_time(started),
-        finished=iso_time(started + wall),
+        started=times.iso(started),
+        finished=times.iso(started + wall),
         build_commands=commands,
         test_package=record.TestPackage(
             True, tuple(record.PtxFile(p.name, file_sha256(p)) for p in ptx), output=ran.output, emulator=ran.emulator,
@@ -407,7 +410,7 @@ def zig_global_cache(cache_dir: Path) -> Path | None:
 
 
 def _use_compile_cache(
-    cache: compile_cache.CompileCache, tc: toolchain.Toolchain, new: Path, env: dict[str, str],
+    cache: settings_values.CompileCache, tc: toolchain.Toolchain, new: Path, env: dict[str, str],
     offline: sandbox.Offline, log: Log, prefix: Path | None = None,
 ) -> tuple[dict[str, str], record.CompileCacheUse]:
     """Run the compiles through ccache with `cache` as its remote storage: CMake's compiler launchers, set
@@ -440,7 +443,7 @@ def _use_compile_cache(
 class _Spread:
     """A distributed build in progress: CMake's launchers, the relays, and what the record will say."""
 
-    dist: distribute.Distribution
+    dist: settings_values.Distribution
     launchers: dict[str, str]
     relayed: bool
     relay: netrelay.Outside
@@ -470,7 +473,7 @@ class _Spread:
 
 
 def _use_distribution(
-    dist: distribute.Distribution, tc: toolchain.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
+    dist: settings_values.Distribution, tc: toolchain.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
     env: dict[str, str], offline: sandbox.Offline, jobs: int, log: Log,
 ) -> _Spread:
     """Send the compiles to `dist`'s hosts through distcc: CMake's compiler launchers (Conan's conf), the
@@ -555,10 +558,6 @@ def test_run(test_out: Path, emulator: tuple[str, ...] | None, log_path: Path) -
     # The record names the emulator by its file name: the machine's path of it is no input of the tree.
     shown = shlex.join([Path(ran_with[0]).name, *ran_with[1:]]) if ran_with else None
     return TestRun(str(data.get("output", "")).strip(), shown)
-
-
-def iso_time(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _package_ids(listing: str, reference: str) -> list[str]:

@@ -40,6 +40,8 @@ from typing import Any
 
 import yaml
 
+from hermetic.core import platforms
+from hermetic.core import times
 from hermetic.model import recipe, record
 from hermetic.build import sandbox
 from hermetic.fetch import sdist, toolchain
@@ -52,7 +54,6 @@ from hermetic.core.errors import (
     SubprocessFailed,
     UsageError,
 )
-from hermetic.build.llvm import iso_time
 from hermetic.build.llvm import toolchain_versions as llvm_toolchain_versions
 from hermetic.core.log import Log, null_log
 from hermetic.fetch.sdist import CachedSdist, SdistPin
@@ -143,7 +144,7 @@ class WheelRecipe:
     def missing_host_target(self, arch: str, targets: tuple[str, ...]) -> str:
         """The LLVM target a wheel for `arch` needs (its machine's, where the recipe says so) when `targets` lack
         it; else ''. Empty `targets` (a tree that does not say) are not held against it."""
-        host = toolchain.PLATFORMS[arch].llvm_target if self.needs_host_target and arch in toolchain.PLATFORMS else ""
+        host = platforms.PLATFORMS[arch].llvm_target if self.needs_host_target and arch in platforms.PLATFORMS else ""
         return host if host and targets and host not in targets else ""
 
 
@@ -347,7 +348,7 @@ def wheel_toolchain(
     """
     catalog = toolchain.load(settings.toolchain_dir)
     if built_with is None:
-        arch = toolchain.zig_arch(settings.arch) if settings.arch else None
+        arch = platforms.zig_arch(settings.arch) if settings.arch else None
         tc = toolchain.select(catalog, settings.toolchain or HOST.name, settings.glibc, arch)
         how = "selected" if settings.toolchain else "no record names a pinned toolchain"
         warn(
@@ -461,7 +462,7 @@ def current_interpreter() -> Interpreter:
         headers=(Path(inc) / "Python.h").is_file() and cfg.is_file(),
         free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         multiarch=bool(re.search(MULTIARCH_INCLUDE, text)),
-        arch=toolchain.machine_arch(), ext_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""),
+        arch=platforms.machine_arch(), ext_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""),
     )
 
 
@@ -469,13 +470,13 @@ def interpreter_runner(path: str) -> tuple[tuple[str, ...], Path | None]:
     """How to run the interpreter `path` here: directly, or (another architecture's) under qemu-user with the
     root it lives in; that root, or None."""
     plat = toolchain.binary_platform(Path(path))
-    if plat is None or plat.oci == toolchain.machine_arch():
+    if plat is None or plat.oci == platforms.machine_arch():
         return (), None
     root = toolchain.program_root(Path(path), plat)
     if root is None:
         raise UsageError(
             f"{path} is an {plat.oci} program, and no {plat.oci} root holds it",
-            f"this {toolchain.machine_arch()} machine runs it under {plat.emulator[0]} -L ROOT, ROOT being the nearest "
+            f"this {platforms.machine_arch()} machine runs it under {plat.emulator[0]} -L ROOT, ROOT being the nearest "
             f"directory above it with the {plat.oci} loader {plat.loader}; there is none",
             f"pass the python3.X of a whole {plat.oci} root of Debian's packages (README, \"The arm64 wheel\": "
             "tests/debian_root.py makes one)",
@@ -495,7 +496,7 @@ def probe_interpreter(path: str) -> Interpreter | None:
     if not isinstance(data, dict):
         return None
     machine = str(data.pop("machine", "")).lower()
-    data["arch"] = next((p.oci for p in toolchain.PLATFORMS.values() if machine in p.machines), machine)
+    data["arch"] = next((p.oci for p in platforms.PLATFORMS.values() if machine in p.machines), machine)
     data["root"] = str(root) if root else ""
     if root is not None and not Path(data["include"]).is_dir():
         # qemu-user finds /usr/include/... in the root (-L); outside the emulator it is ROOT/usr/include/...
@@ -568,7 +569,7 @@ def build_interpreter(target: Interpreter, search_path: str | None = None) -> In
     fits = [c for c in candidates if not c.foreign and c.xy == target.xy and c.free_threaded == target.free_threaded]
     if not fits:
         raise UsageError(
-            f"no Python {xy} of this {toolchain.machine_arch()} machine to run the build of a wheel for {target.executable}",
+            f"no Python {xy} of this {platforms.machine_arch()} machine to run the build of a wheel for {target.executable}",
             f"a wheel for {target.arch} is built by a Python {xy}{' (free-threaded)' if target.free_threaded else ''} "
             f"of this machine (pip, scikit-build-core, CMake) against {target.executable}'s headers; "
             f"hermetic runs on Python {current.version} and PATH has no python{xy}",
@@ -606,8 +607,8 @@ def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
             "the extension is compiled against the interpreter's headers and named by its EXT_SUFFIX, so both must be "
             "the target's",
             f"pass --python an {want} interpreter"
-            + ("" if want == toolchain.machine_arch() else
-               f": on this {toolchain.machine_arch()} machine, the python3.X of an {want} root of Debian's packages, "
+            + ("" if want == platforms.machine_arch() else
+               f": on this {platforms.machine_arch()} machine, the python3.X of an {want} root of Debian's packages, "
                "run under qemu-user (README, \"The arm64 wheel\")"),
         )
     if interp.multiarch and tc.kind == "zig" and multiarch_pyconfig(interp, tc) is None:
@@ -861,7 +862,7 @@ def _same_arch(settings: Settings, prefix: Path, tc: toolchain.Toolchain, record
         raise UsageError(
             f"the LLVM at {prefix} is for {built}, the wheel for --arch {settings.arch}",
             f"the wheel links that static LLVM, so both are one architecture; {said}"
-            + ("" if settings.arch != toolchain.machine_arch() else f"; --arch defaults to this machine's ({settings.arch})"),
+            + ("" if settings.arch != platforms.machine_arch() else f"; --arch defaults to this machine's ({settings.arch})"),
             f"pass --arch {built} (with an {built} --python) for that tree, or --llvm a tree built with "
             f"`hermetic build llvm --arch {settings.arch}`",
         )
@@ -880,7 +881,7 @@ def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: 
                         exports: Path | None = None) -> Path:
     """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link;
     for another architecture's interpreter, CMake's cross-compiling system and processor too."""
-    plat = toolchain.PLATFORMS[toolchain.target_arch(job.toolchain)]
+    plat = platforms.PLATFORMS[toolchain.target_arch(job.toolchain)]
     cross = [
         "# A cross build: the wheel's interpreter is another architecture's (run under qemu-user).",
         "set(CMAKE_SYSTEM_NAME Linux)",
@@ -910,7 +911,7 @@ def cross_settings(target: Interpreter) -> tuple[dict[str, str], list[tuple[str,
     environment (the wheel's platform and the extension's suffix) and CMake cache entries (its headers)."""
     if not target.foreign:
         return {}, []
-    plat = toolchain.PLATFORMS[target.arch]
+    plat = platforms.PLATFORMS[target.arch]
     env = {
         "_PYTHON_HOST_PLATFORM": f"linux-{plat.machines[0]}",  # the wheel's platform tag: linux_aarch64
         "SETUPTOOLS_EXT_SUFFIX": target.ext_suffix,  # SKBUILD_SOABI, so nanobind names the module for the target
@@ -1112,8 +1113,8 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         machine=f"{platform.system().lower()}-{platform.machine()}",
         toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(env) | {"python": job.python.version}),
         toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
-        started=iso_time(wall_started),
-        finished=iso_time(time.time()),
+        started=times.iso(wall_started),
+        finished=times.iso(time.time()),
         timings_s=record.WheelTimings(
             venv=round(venv_s, 1), venv_reused=reused, build=round(build_s, 1),
             tag_and_repack=round(repack_s, 1), total=round(time.monotonic() - started, 1),

@@ -24,6 +24,7 @@ from hermetic.cli.common import (
     say,
 )
 from hermetic.cli.sign import add_sign_key
+from hermetic.core import platforms
 from hermetic.core.log import Log, stderr_log
 from hermetic.fetch import sources, toolchain
 from hermetic.model import recipe
@@ -43,7 +44,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
                                     tuple(variant.values("targets")))
     # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
-    arch = toolchain.zig_arch(settings.arch or toolchain.machine_arch())
+    arch = platforms.zig_arch(settings.arch or platforms.machine_arch())
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     house = wheel.fetch_wheelhouses(settings, log, fit)

@@ -13,7 +13,7 @@ from hermetic.cli.common import Common, Subparsers, add_command, out, say
 from hermetic.cli.sign import add_sign_key, signing_key
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.log import Log, stderr_log
-from hermetic.fetch.toolchain import machine_arch
+from hermetic.core.platforms import machine_arch
 from hermetic.model import recipe
 from hermetic.model.settings import Settings
 from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, sha256_digest

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hermetic.build import distribute
 from hermetic.cli.common import Common, Subparsers, add_command, add_group, out
+from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.log import stderr_log
@@ -101,7 +102,7 @@ def cmd_compile_host(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     # --arch: the compilers of builds for that target (a cross build sends its target's compiles); one
     # host may serve several targets, one command each, into the same DIR
-    arch = toolchain.zig_arch(settings.arch) if settings.arch else None
+    arch = platforms.zig_arch(settings.arch) if settings.arch else None
     tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     if tc.kind != "zig":
         raise UsageError(f"toolchain {tc.name} cannot serve distributed builds", "it is the machine's compiler, not a pinned file",

@@ -12,7 +12,7 @@ from hermetic.cli.bundle import add_bundle, from_bundle
 from hermetic.cli.common import Common, Subparsers, add_command, out, out_json
 from hermetic.core.errors import UsageError
 from hermetic.core.log import stderr_log
-from hermetic.fetch.toolchain import machine_arch
+from hermetic.core.platforms import machine_arch
 from hermetic.model.settings import Settings
 
 # `--python` given without a value: list the interpreters instead of building.

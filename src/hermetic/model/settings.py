@@ -17,13 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from hermetic.build.compile_cache import CompileCache, parse_setting
-from hermetic.build.distribute import Distribution
-from hermetic.build.distribute import parse_setting as parse_distribute
 from hermetic.core.errors import UsageError
-from hermetic.fetch.toolchain import PLATFORMS, machine_arch
-from hermetic.oci.reference import Substitute, parse_substitute
+from hermetic.core.platforms import PLATFORMS, machine_arch
 
 OFFLINE_MODES = ("auto", "require", "off")
 _GLIBC = re.compile(r"^2\.\d+$")
@@ -42,6 +39,207 @@ def find_root(start: Path) -> Path:
         f"no recipes/llvm/conanfile.py above {start} or beside the installed package",
         "run hermetic inside a hermetic checkout, or pass --root DIR",
     )
+
+
+# -- the value types of settings: parsed here, used by the mechanisms that take them -------------------
+
+SCHEMES = ("redis+unix", "file", "redis", "http")
+_LOCAL = ("redis+unix", "file")  # reached through the file system: fine inside the network namespace
+_CACHE_EXAMPLES = "e.g. --compile-cache redis+unix:/run/redis/redis.sock or --compile-cache file:///srv/ccache"
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    """A parsed --compile-cache URL: what ccache is given (`url`) and what it names."""
+
+    url: str  # as ccache takes it, attributes (`|umask=002`, `|read-only`) included
+    scheme: str
+    path: str  # the socket or directory of a local cache; "" for a network one
+    address: str = ""  # host:port of a network cache
+
+    @property
+    def local(self) -> bool:
+        return self.scheme in _LOCAL
+
+    @property
+    def shown(self) -> str:
+        """The URL without a password, as plans and records name it."""
+        base, bar, attrs = self.url.partition("|")
+        parts = urlsplit(base)
+        if parts.password is None:
+            return self.url
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc)) + bar + attrs
+
+
+def parse_compile_cache(text: str) -> CompileCache:
+    """`redis+unix:/path/sock`, `file:///dir`, or (only without isolation) `redis://host:port`, `http://host/…`.
+
+    ccache's own attributes may follow the URL after `|` (`file:///dir|umask=002`); they are passed on as given.
+    """
+    raw = str(text).strip()
+    base = raw.partition("|")[0]
+    scheme = base.partition(":")[0].lower()
+    if scheme not in SCHEMES:
+        raise UsageError(
+            f"invalid compile cache {text!r}",
+            f"the scheme must be one of {', '.join(s + ':' for s in SCHEMES)} (ccache's remote storage)",
+            _CACHE_EXAMPLES,
+        )
+    parts = urlsplit(base)
+    if scheme in _LOCAL:
+        # redis+unix:/path and redis+unix:///path are both ccache's spelling; file: wants file:///path
+        path = parts.path
+        if parts.netloc or not path.startswith("/") or parts.query or parts.fragment or (scheme == "file" and not base.startswith("file:///")):
+            raise UsageError(
+                f"invalid compile cache {text!r}",
+                f"a {scheme} cache names an absolute path on this machine",
+                "use redis+unix:/ABSOLUTE/redis.sock or file:///ABSOLUTE/DIR",
+            )
+        return CompileCache(raw, scheme, path)
+    if not parts.hostname:
+        raise UsageError(f"invalid compile cache {text!r}", "a network cache needs a host", "e.g. redis://HOST:6379")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"invalid compile cache {text!r}", str(exc), "e.g. redis://HOST:6379") from exc
+    address = parts.hostname + (f":{port}" if port else "")
+    return CompileCache(raw, scheme, "", address)
+
+
+def parse_compile_cache_setting(value: Any) -> CompileCache | None:
+    """--compile-cache, HERMETIC_COMPILE_CACHE or [tool.hermetic] compile_cache; empty means none."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"invalid compile cache {value!r}", "expected one URL as a string", _CACHE_EXAMPLES)
+    return parse_compile_cache(value)
+
+
+DEFAULT_PORT = 3632  # distccd's
+DEFAULT_SLOTS = 4  # distcc's default limit of jobs a TCP host is given at once
+_HOSTS_EXAMPLES = "e.g. --distribute 10.0.0.5,10.0.0.6:3632/8 (HOST[:PORT][/SLOTS], comma or space separated)"
+_HOST = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?))"
+                   r"(?::(?P<port>\d+))?(?:/(?P<slots>\d+))?$")
+
+
+@dataclass(frozen=True)
+class CompileHost:
+    host: str
+    port: int = DEFAULT_PORT
+    slots: int = DEFAULT_SLOTS
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.address}/{self.slots}"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """The parsed --distribute: the compile hosts, in the order given."""
+
+    hosts: tuple[CompileHost, ...]
+
+    @property
+    def shown(self) -> str:
+        return " ".join(h.spec for h in self.hosts)
+
+    @property
+    def slots(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+
+def parse_host(text: str) -> CompileHost:
+    m = _HOST.match(text)
+    if not m:
+        raise UsageError(f"invalid compile host {text!r}", "expected HOST[:PORT][/SLOTS]", _HOSTS_EXAMPLES)
+    host = m.group("v6") or m.group("name")
+    if host.lower() == "localhost":
+        raise UsageError(
+            f"invalid compile host {text!r}",
+            "distcc reads `localhost` as compiling here without a daemon, which is what a build without --distribute does",
+            "name a daemon by address: a distccd on this machine is 127.0.0.1 (or 127.0.0.2, …, where it listens)",
+        )
+    port = int(m.group("port")) if m.group("port") else DEFAULT_PORT
+    slots = int(m.group("slots")) if m.group("slots") else DEFAULT_SLOTS
+    if not 0 < port < 65536:
+        raise UsageError(f"invalid compile host {text!r}", f"port {port} is out of range", _HOSTS_EXAMPLES)
+    if not 0 < slots <= 256:
+        raise UsageError(f"invalid compile host {text!r}", f"{slots} slots: expected 1 to 256", _HOSTS_EXAMPLES)
+    return CompileHost(host, port, slots)
+
+
+def parse_distribute_setting(value: Any) -> Distribution | None:
+    """--distribute, HERMETIC_DISTRIBUTE or [tool.hermetic] distribute: hosts separated by commas or spaces (or a
+    TOML list); empty means none. A host named twice is refused: its slots would be counted twice."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items = value.replace(",", " ").split()
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        items = [i for v in value for i in str(v).replace(",", " ").split()]
+    else:
+        raise UsageError(f"invalid compile hosts {value!r}", "expected a string or a list of strings", _HOSTS_EXAMPLES)
+    if not items:
+        return None
+    hosts = tuple(parse_host(i) for i in items)
+    seen: set[str] = set()
+    for h in hosts:
+        if h.address in seen:
+            raise UsageError(f"compile host {h.address} is named twice", "each daemon is one host with its slots",
+                             "name it once, with /SLOTS for how many jobs it takes")
+        seen.add(h.address)
+    return Distribution(hosts)
+
+
+_REPOSITORY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789._-/")
+
+
+def looks_like_registry(first: str) -> bool:
+    """Whether the first path component of a reference names a registry (a host) rather than a repository."""
+    return "." in first or ":" in first or first == "localhost"
+
+
+def valid_repository(path: str) -> bool:
+    """A repository name as the distribution spec allows it: lowercase path components, no empty one."""
+    return bool(path) and not set(path) - _REPOSITORY_CHARS and not (
+        path.startswith("/") or path.endswith("/") or "//" in path)
+
+
+@dataclass(frozen=True)
+class Substitute:
+    """A repository that may hold finished builds, found by their inputs digest (`--substitute`)."""
+
+    registry: str
+    repository: str
+    insecure: bool = False  # plain http: written as http://REGISTRY/REPO
+
+    def __str__(self) -> str:
+        return f"{'http://' if self.insecure else ''}{self.registry}/{self.repository}"
+
+
+def parse_substitute(text: str) -> Substitute:
+    """`REGISTRY/REPO`, or `http://REGISTRY/REPO` for a plain-http registry (one on this machine).
+
+    No tag or digest: the tag is derived from each build's inputs digest. The registry must be named,
+    since a lookup on Docker Hub by default would be a surprise.
+    """
+    raw = text.strip()
+    insecure = raw.startswith("http://")
+    rest = raw.removeprefix("http://").removeprefix("https://")
+    first, slash, path = rest.partition("/")
+    if not slash or not looks_like_registry(first) or not valid_repository(path) or any(c.isspace() for c in rest):
+        raise UsageError(
+            f"invalid substitute {text!r}",
+            "expected REGISTRY/REPOSITORY (https) or http://REGISTRY/REPOSITORY (plain http), without a tag or digest",
+            "for example --substitute registry.example.com/llvm-cache or --substitute http://127.0.0.1:5000/llvm-cache",
+        )
+    return Substitute(first, path, insecure)
 
 
 @dataclass(frozen=True)
@@ -202,8 +400,8 @@ def resolve(
     else:
         substitutes = parse_substitutes(merged.get("substitutes", ()))
     # --no-compile-cache wins over HERMETIC_COMPILE_CACHE and [tool.hermetic] the same way
-    compile_cache = None if cli.get("no_compile_cache") else parse_setting(merged.get("compile_cache"))
-    distribute = None if cli.get("no_distribute") else parse_distribute(merged.get("distribute"))
+    compile_cache = None if cli.get("no_compile_cache") else parse_compile_cache_setting(merged.get("compile_cache"))
+    distribute = None if cli.get("no_distribute") else parse_distribute_setting(merged.get("distribute"))
 
     return Settings(
         root=root,
@@ -243,7 +441,7 @@ def _recipe(value: Any, cwd: Path) -> str | None:
 def _arches(value: Any) -> tuple[str, ...]:
     """`amd64`, `amd64,arm64` (or a TOML list) as OCI names, in order, each once; default this machine's.
 
-    The OCI names, as images carry them; toolchain.PLATFORMS maps them to zig's and Conan's.
+    The OCI names, as images carry them; platforms.PLATFORMS maps them to zig's and Conan's.
     """
     if not value:
         return (machine_arch(),)

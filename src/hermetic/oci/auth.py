@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hermetic.core.errors import HermeticError, RegistryError, UsageError
-from hermetic.oci.reference import DOCKER_HUB, DOCKER_HUB_API
 from hermetic.oci.transport import (
+    DOCKER_HUB,
+    DOCKER_HUB_API,
     REDIRECTS,
     TRUST_CA,
     TransientRegistryError,

@@ -8,7 +8,6 @@ digest in any directory, on any machine.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermetic.core import times
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.staging import staged_dir
 from hermetic.model.record import load_build_record
@@ -59,10 +59,6 @@ def sha256_digest(data: bytes) -> str:
 def host_arch() -> str:
     machine = platform.machine().lower()
     return _ARCH.get(machine, machine)
-
-
-def rfc3339(epoch: int) -> str:
-    return _dt.datetime.fromtimestamp(int(epoch), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_json(data: bytes | str, what: str, fix: str = "") -> Any:
@@ -449,7 +445,7 @@ class ImageSpec:
                 "org.opencontainers.image.licenses": LLVM_LICENSE,
             }
         labels |= {
-            "org.opencontainers.image.created": rfc3339(self.epoch),
+            "org.opencontainers.image.created": times.iso(self.epoch),
             LABEL_PREFIX + "recipe": self.recipe.get("name", "llvm"),
             LABEL_PREFIX + "recipe.version": self.recipe.get("version", self.version),
             LABEL_PREFIX + "recipe.digest": self.recipe.get("digest", ""),
@@ -520,7 +516,7 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
             layer = write_layer(f, spec.install_root, spec.prefix, spec.epoch, compression)
         os.replace(tmp_layer, layout.blob_path(layer.digest))
         labels = spec.labels()
-        created = rfc3339(spec.epoch)
+        created = times.iso(spec.epoch)
         config = {
             "architecture": spec.arch,
             "os": spec.os,

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hermetic.core.errors import UsageError, VerifyError
+from hermetic.model.settings import looks_like_registry, valid_repository
 from hermetic.oci.layout import Layout, LayoutRef, split_digest
-
-DOCKER_HUB = "docker.io"
-DOCKER_HUB_API = "registry-1.docker.io"
-
+from hermetic.oci.transport import DOCKER_HUB
 
 # -- references -----------------------------------------------------------------
 
@@ -67,7 +65,7 @@ def parse_reference(text: str) -> Reference:
         except VerifyError:
             raise bad from None
     first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
+    if slash and looks_like_registry(first):
         registry, path = first, remainder
     else:
         registry, path = DOCKER_HUB, rest
@@ -77,8 +75,7 @@ def parse_reference(text: str) -> Reference:
         path, _, tag = path.rpartition(":")
     if registry == DOCKER_HUB and "/" not in path:
         path = "library/" + path
-    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789._-/")
-    if not path or set(path) - allowed or path.startswith("/") or path.endswith("/") or "//" in path:
+    if not valid_repository(path):
         raise bad
     if len(tag) > 128:
         raise UsageError(
@@ -89,47 +86,6 @@ def parse_reference(text: str) -> Reference:
     if tag and set(tag) - set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"):
         raise bad
     return Reference(registry, path, tag, digest)
-
-
-@dataclass(frozen=True)
-class Substitute:
-    """A repository that may hold finished builds, found by their inputs digest (`--substitute`)."""
-
-    registry: str
-    repository: str
-    insecure: bool = False  # plain http: written as http://REGISTRY/REPO
-
-    def __str__(self) -> str:
-        return f"{'http://' if self.insecure else ''}{self.registry}/{self.repository}"
-
-    def ref(self, tag: str = "", digest: str = "") -> Reference:
-        return Reference(self.registry, self.repository, tag, digest)
-
-
-def parse_substitute(text: str) -> Substitute:
-    """`REGISTRY/REPO`, or `http://REGISTRY/REPO` for a plain-http registry (one on this machine).
-
-    No tag or digest: the tag is derived from each build's inputs digest. The registry must be named,
-    since a lookup on Docker Hub by default would be a surprise.
-    """
-    raw = text.strip()
-    insecure = raw.startswith("http://")
-    rest = raw.removeprefix("http://").removeprefix("https://")
-    bad = UsageError(
-        f"invalid substitute {text!r}",
-        "expected REGISTRY/REPOSITORY (https) or http://REGISTRY/REPOSITORY (plain http), without a tag or digest",
-        "for example --substitute registry.example.com/llvm-cache or --substitute http://127.0.0.1:5000/llvm-cache",
-    )
-    first, slash, _ = rest.partition("/")
-    if not slash or not ("." in first or ":" in first or first == "localhost"):
-        raise bad
-    try:
-        ref = parse_reference(rest)
-    except UsageError:
-        raise bad from None
-    if ref.tag or ref.digest:
-        raise bad
-    return Substitute(ref.registry, ref.repository, insecure)
 
 
 _TAG_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -33,8 +33,10 @@ from hermetic.oci.layout import (
     split_digest,
 )
 from hermetic.oci.progress import Progress
-from hermetic.oci.reference import DOCKER_HUB, DOCKER_HUB_API, Reference
+from hermetic.oci.reference import Reference
 from hermetic.oci.transport import (
+    DOCKER_HUB,
+    DOCKER_HUB_API,
     MAX_REDIRECTS,
     PLAIN_HTTP,
     REDIRECTS,

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from hermetic.core.errors import RegistryError, UsageError, VerifyError
 
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
 DEFAULT_MAX_DOCUMENT = 4 << 20  # the distribution spec's suggested limit for manifests

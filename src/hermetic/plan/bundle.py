@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hermetic.build import wheel
+from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.log import Log
@@ -112,8 +113,8 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
     """Every input of the plan for the variant, fetched into the cache first if missing; (entry, file) pairs."""
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant)
-    arch = settings.arch or toolchain.machine_arch()
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
+    arch = settings.arch or platforms.machine_arch()
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
     fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
                                     tuple(variant.values("targets")), arch)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hermetic.build import compile_cache, distribute, llvm, wheel
+from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, RegistryError, SourceError
 from hermetic.core.log import Log
@@ -87,9 +88,9 @@ def plan_all(
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
     title = f"{rec.name}-{variant.name}"  # what the plan's lines call the build: llvm-support
-    arch = settings.arch or toolchain.machine_arch()
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, toolchain.zig_arch(arch))
-    cross = arch != toolchain.machine_arch()
+    arch = settings.arch or platforms.machine_arch()
+    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
+    cross = arch != platforms.machine_arch()
     if settings.compile_cache:
         # refused before anything runs: a TCP cache cannot be reached from the build's network namespace
         compile_cache.check_reachable(settings.compile_cache, settings.offline)
@@ -195,7 +196,7 @@ def plan_all(
             s.action()
         return build(refused)
 
-    how = (f"linux/{arch}{f' cross-built on {toolchain.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
+    how = (f"linux/{arch}{f' cross-built on {platforms.machine_arch()}' if cross else ''}, {settings.jobs} jobs, "
            f"offline={settings.offline}, toolchain {tc.label}"
            + (f", compile cache {settings.compile_cache.shown} (ccache)" if settings.compile_cache else "")
            + (f", compiles spread over {settings.distribute.shown} (distcc)" if settings.distribute else ""))

@@ -34,9 +34,10 @@ from hermetic.build import llvm
 from hermetic.core.errors import HermeticError, RegistryError, UsageError, VerifyError
 from hermetic.core.log import Log
 from hermetic.model import record
+from hermetic.model.settings import Substitute
 from hermetic.oci import referrers
 from hermetic.oci.layout import LABEL_PREFIX, REF_NAME, Descriptor, Layout, _replace_dir, pick_root, sha256_digest
-from hermetic.oci.reference import Substitute
+from hermetic.oci.reference import Reference
 from hermetic.oci.registry import ACCEPT, RegistryClient, _Response, make_client
 from hermetic.oci.transfer import pull_layout
 from hermetic.oci.unpack import unpack_layout
@@ -94,7 +95,7 @@ def publish(client: RegistryClient, layout: Layout, repo: str, images: list[Desc
 
 
 def _client(sub: Substitute, environ: Mapping[str, str], **kw: Any) -> RegistryClient:
-    return make_client(sub.ref(), insecure=sub.insecure, environ=environ, **kw)
+    return make_client(Reference(sub.registry, sub.repository), insecure=sub.insecure, environ=environ, **kw)
 
 
 def find(
@@ -219,7 +220,7 @@ def _install_into(
     layout_dir = new / "image"
     try:
         try:
-            desc = pull_layout(client, sub.ref(digest=hit.digest), layout_dir, arch=arch)
+            desc = pull_layout(client, Reference(sub.registry, sub.repository, digest=hit.digest), layout_dir, arch=arch)
             layout = Layout(layout_dir)
             refs, _ = referrers.pull_referrers(client, sub.repository, desc.digest, layout)
         except (VerifyError, UsageError) as exc:  # a digest or diff_id that fails, a platform that is not ours

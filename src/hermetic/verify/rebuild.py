@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance
 from hermetic.build import llvm
+from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, UsageError, VerifyError
 from hermetic.core.log import Log, stderr_log
@@ -64,7 +65,7 @@ def rebuild_conditions(report: Report) -> Iterator[None]:
         {
             "umask": f"{new:04o}",
             "original_umask": f"{old:04o}",
-            "rebuild_started": provenance.iso(time.time()),
+            "rebuild_started": times.iso(time.time()),
             "rebuild_dir": str(report.rebuild_dir),
         }
     )
@@ -337,7 +338,7 @@ def verify_llvm(
     spec = RebuildSpec.of_record(rec)
     report.suspect = shared_compiles(rec)
     report.conditions["original_dir"] = spec.install_root
-    report.conditions["original_finished"] = provenance.iso(record_path.stat().st_mtime)
+    report.conditions["original_finished"] = times.iso(record_path.stat().st_mtime)
     root = _fresh_dir(report.rebuild_dir, [Path(spec.install_root).parent])
     with rebuild_conditions(report):
         new = _rebuild_llvm(settings, spec, root, report, reuse_pruned, log, from_release)
@@ -394,7 +395,7 @@ def verify_image(
         )
     report.conditions["original_dir"] = str(layout_path.absolute())
     finished = spec.finished
-    report.conditions["original_finished"] = finished or provenance.iso((layout_path / "index.json").stat().st_mtime)
+    report.conditions["original_finished"] = finished or times.iso((layout_path / "index.json").stat().st_mtime)
     avoid = [layout_path, *([Path(spec.install_root).parent] if spec.install_root else [])]
     root = _fresh_dir(report.rebuild_dir, avoid)
     compression = "zstd" if any("zstd" in mt for mt, _, _ in facts.layers) else "gzip"
@@ -444,7 +445,7 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     wrec = art.record
     report.artifact = f"{art.wheel.name} ({art.record_path})"
     report.conditions["original_dir"] = str(art.wheel.parent)
-    report.conditions["original_finished"] = provenance.iso(art.record_path.stat().st_mtime)
+    report.conditions["original_finished"] = times.iso(art.record_path.stat().st_mtime)
     report.conditions["source_date_epoch"] = wrec.source_date_epoch
     # a third-party recipe's source is its pinned sdist, fetched and hashed again; the compiler core's, the recorded directory
     project = None if wrec.project.sdist else Path(wrec.project.path)

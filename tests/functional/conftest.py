@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from devtools.servers import Distccd
 from helpers import ROOT, SharedBuilds, hermetic, run_hermetic
 from hermetic import record
-from servers import Distccd
 
 LLVM = ROOT / "recipes" / "llvm"
 GOLDEN = ROOT / "tests" / "golden"

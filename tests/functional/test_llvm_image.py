@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildah import buildah_mount, buildah_store, run
+from devtools.buildah import buildah_mount, buildah_store, run
 from helpers import ROOT, hermetic
 from hermetic import sbom
 from hermetic.oci import referrers

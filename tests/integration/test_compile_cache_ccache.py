@@ -29,9 +29,10 @@ from typing import Any
 
 import pytest
 
-from helpers import OTHER_UID, TINY, as_user, hermetic, user_cache, user_dir
+from devtools.servers import Redis
+from devtools.users import OTHER_UID, as_user, user_cache, user_dir
+from helpers import TINY, hermetic
 from hermetic import compile_cache
-from servers import Redis
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
+from devtools.servers import Distccd
 from helpers import hermetic
 from hermetic import compile_cache, distribute, toolchain
-from servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,12 +18,12 @@ Run as root (the other user is made with setpriv). Each figure is the wall time 
 5. substituted: the cold build's image pushed to a local docker-registry, then `--substitute` into a
    fresh work dir with an empty source cache, downloads off.
 
-Every tree digest must be the cold build's. The parts are started by bench/sharing.py, shared with the
-compile-cache, distribute and substitute benches. The compile host (`hermetic toolchain compile-host`) is
+Every tree digest must be the cold build's. The parts are started by devtools/servers.py and bench/sharing.py,
+shared with the compile-cache, distribute and substitute benches. The compile host (`hermetic toolchain compile-host`) is
 made before the cold build, untimed: it puts the pinned toolchain into the source cache, so that every
 timed build finds it there.
 
-On a runner without network (tests/gpu/runner.sh --scale): --source names the carried pruned archive,
+On a runner without network (python3 -m devtools.runner --scale): --source names the carried pruned archive,
 --mirror the carried toolchain, --wheelhouse the carried build requirements, --no-downloads turns URLs
 and apt off; each is passed to every build. --runs picks the runs and their order (cold first: the
 others compare with it); with --json the report is rewritten after each run ("complete": false and the

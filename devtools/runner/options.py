@@ -95,6 +95,9 @@ class Options:
     pack: bool = field(metadata=_row("--no-pack", OFF, "do not tar the install tree into 15 MiB parts", True))
     variant: str = field(metadata=_row(
         "--variant", T, "the LLVM variant (another than nvptx only tries the runner itself)", "nvptx"))
+    llvm_recipe: str | None = field(metadata=_row(
+        "--llvm-recipe", T, "the recipe of the trees, a name under recipes/ or a directory (llvm; tests/recipes/tiny "
+        "tries the runner itself in seconds)", metavar="NAME|DIR"))
     llvm_version: str | None = field(metadata=_row(
         "--llvm-version", T, "the LLVM release to build (the recipe's default_version)", metavar="V"))
     wheel: bool = field(metadata=_row("--no-wheel", OFF, "no tilec wheel and no gpu tier", True))

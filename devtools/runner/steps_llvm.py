@@ -36,6 +36,7 @@ def build_args(ctx: Context, variant: str, work_dir: Path, *, toolchain: list[st
             "--no-urls", *(toolchain_args(ctx) if toolchain is None else toolchain),
             *(["--wheelhouse", str(opts.wheelhouse)] if opts.wheelhouse else []),
             *(["--arch", opts.arch] if opts.arch else []),
+            *(["--llvm-recipe", opts.llvm_recipe] if opts.llvm_recipe else []),
             *(["--llvm-version", opts.llvm_version] if opts.llvm_version else [])]
 
 

@@ -85,8 +85,9 @@ class Wheel(Step):
 
 def parent_packages(ctx: Context, venv: Path) -> None:
     """Where the runner's Python is itself a venv (the CUDA image's is), --system-site-packages reaches the base
-    interpreter's packages, not those beside torch: a .pth names them, after the venv's own."""
-    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    interpreter's packages, not those beside torch: a .pth names them, after the venv's own. (The venv scheme is
+    where `python -m venv` puts them, whatever this interpreter's default scheme: Debian's is posix_local.)"""
+    purelib = Path(sysconfig.get_path("purelib", scheme="venv", vars={"base": str(venv), "platbase": str(venv)}))
     (purelib / "zz_runner_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
 
 

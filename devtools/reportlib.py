@@ -1,5 +1,4 @@
-"""What the build benches do last: print the report, write it where --json says, and remove or keep
-their scratch directory (--keep)."""
+"""What the build benches do last: print the report, write it where --json says, keep or remove the scratch."""
 
 from __future__ import annotations
 

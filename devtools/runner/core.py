@@ -1,5 +1,4 @@
-"""The runner's steps and what runs them: each step plans (run or skip, with the reason), runs its commands with
-its own log, and writes its part of report.json; the loop records each step's state as it goes."""
+"""The runner's step loop: each step plans run or skip with its reason, runs with its own log, writes its report part."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What the report says of the machine, its tools, the carried source and the gpu tier's results; each fact that
-cannot be had is recorded as missing, never fails the report."""
+"""What the report says of the machine, its tools, the carried source and the gpu tier; a missing fact never fails it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A built tree against the digest tests/golden/digests.json holds for the same recipe, variant, release, toolchain
-and architecture (measured elsewhere), with its test_package PTX where the golden entry has one."""
+"""A built tree (and its test_package PTX) against its entry in tests/golden/digests.json, measured elsewhere."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The build and wheel records the runner reads, through hermetic's own record types (the one import of hermetic's
-Python here: its commands are run through its CLI), and what the report says of them."""
+"""The build and wheel records, read by hermetic's own record types (its one Python import here), and their summaries."""
 
 from __future__ import annotations
 

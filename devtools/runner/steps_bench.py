@@ -1,5 +1,4 @@
-"""The runner's measuring steps: tilec's benches with the wheel, tilec's cold compile with two wheels taking turns
-(another tilec, or the tree built by the host compiler), the toolchain bench and the scale bench."""
+"""The runner's measuring steps: tilec's benches, cold compiles of two wheels in turns, the toolchain and scale benches."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The runner's steps up to the LLVM trees: the carried wheels and qemu, the `support` and variant builds (through
-`hermetic build llvm`), their trees against the golden digests, the test_package PTX through ptxas, the packed tree."""
+"""The runner's steps up to the LLVM trees: carried wheels and qemu, the builds, golden digests, ptxas, the tree packed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The runner's steps on the wheels: tilec's against the tree (and again elsewhere), a fresh venv with it, the gpu
-tier, and llvmlite's wheel with its own test suite and a Numba smoke test on it."""
+"""The runner's wheel steps: tilec's wheel (and again), a fresh venv, the gpu tier, llvmlite's wheel and suite, Numba."""
 
 from __future__ import annotations
 

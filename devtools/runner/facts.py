@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -12,8 +13,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from hermetic.digests import file_sha256
-
 
 def sh(argv: list[str], env: dict[str, str] | None = None, timeout: int = 60) -> str | None:
     try:
@@ -21,6 +20,14 @@ def sh(argv: list[str], env: dict[str, str] | None = None, timeout: int = 60) ->
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (proc.stdout or proc.stderr).strip() if proc.returncode == 0 else None
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def first_line(text: str | None) -> str | None:

@@ -129,6 +129,9 @@ class CompareHost(Step):
     name = "compare-host"
     needs = ("build-host", "wheel")
 
+    def plan(self, ctx: Context) -> Decision:
+        return run() if ctx.opts.compare_host else skip("not asked (--compare-host)")
+
     def run(self, ctx: Context) -> State:
         assert ctx.wheel is not None
         pinned, host = ctx.records["build-llvm"], ctx.records["build-host"]

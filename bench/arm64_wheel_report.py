@@ -1,12 +1,12 @@
 """The arm64 wheel of tilec, measured: two cross builds in different work dirs, the amd64 wheel, auditwheel's
 verdict, and kernels lowered to PTX by each wheel (arm64 under qemu-user), in one run.
 
-    python bench/arm64_wheel_report.py --arm64-llvm PREFIX --amd64-llvm PREFIX [--root DIR]
-                                       [--machine TEXT] [--json reports/arm64-wheel.json]
+    python3 -m bench.arm64_wheel_report --arm64-llvm PREFIX --amd64-llvm PREFIX [--root DIR]
+                                        [--machine TEXT] [--json reports/arm64-wheel.json]
 
 PREFIX: an `nvptx` install prefix (install_root + prefix of its record.json), built with
 `hermetic build llvm --arch arm64` and `--arch amd64`. --root: where the arm64 Debian root with python3.11
-is made (tests/debian_root.py; default: a temp dir). Builds A and B of the arm64 wheel run
+is made (devtools/debian_root.py; default: a temp dir). Builds A and B of the arm64 wheel run
 `hermetic wheel src/compiler --arch arm64 --python ROOT/usr/bin/python3.11` in two fresh work dirs (each
 with its own cold zig cache), so their sha256 must agree; the amd64 wheel is built once, the same way
 without --arch. Every wall time is the whole command's. The PTX comes from tests/functional/tilec_ptx_probe.py
@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's hermetic
 
-import reportlib  # noqa: E402  (bench/, the script's own directory)
-from debian_root import make_root  # noqa: E402  (tests/debian_root.py, on the path above)
+from devtools import reportlib  # noqa: E402
+from devtools.debian_root import make_root  # noqa: E402
 from hermetic.core import platforms  # noqa: E402
 
 ARM = platforms.PLATFORMS["arm64"]
@@ -173,7 +172,7 @@ def main() -> None:
     report = {
         "what": "tilec's manylinux_2_28_aarch64 wheel cross-built on x86_64 with the pinned zig toolchain, "
                 "imported by Debian's arm64 python3.11 under qemu-aarch64-static",
-        "command": "python bench/arm64_wheel_report.py " + " ".join(sys.argv[1:]),
+        "command": "python3 -m bench.arm64_wheel_report " + " ".join(sys.argv[1:]),
         "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
         "cpus": os.cpu_count(),
         "load_avg_before": [round(x, 2) for x in load_before],
@@ -182,7 +181,7 @@ def main() -> None:
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "checkout": checkout(),
         "llvm": {"arm64": tree(args.arm64_llvm), "amd64": tree(args.amd64_llvm)},
-        "arm64_root": {"made_by": "tests/debian_root.py (apt-get --download-only with the machine's sources, dpkg-deb -x)",
+        "arm64_root": {"made_by": "devtools/debian_root.py (apt-get --download-only with the machine's sources, dpkg-deb -x)",
                        "wall_s": root_s, "debs": len(packages),
                        "python": next((p["version"] for p in packages if p["package"] == "python3.11"), None)},
         "arm64_wheel": {"a": a, "b": b, "same_sha256": a["sha256"] == b["sha256"],

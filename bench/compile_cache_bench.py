@@ -1,7 +1,7 @@
 """Compile cache bench: a cold build through a fresh shared cache, then warm rebuilds in other directories, one run.
 
-    python bench/compile_cache_bench.py [--variant support] [--toolchain host] [--cache redis|file] [--runs 1]
-                                        [--baseline] [--machine TEXT] [--json reports/compile-cache-support.json]
+    python3 -m bench.compile_cache_bench [--variant support] [--toolchain host] [--cache redis|file] [--runs 1]
+                                         [--baseline] [--machine TEXT] [--json reports/compile-cache-support.json]
 
 Starts Debian's redis-server on a Unix socket in a temp dir (no TCP port), or uses a temp directory
 (`--cache file`). Build A (a fresh work dir) runs `hermetic build llvm --compile-cache URL` against the
@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import reportlib  # bench/: the script's own directory is on sys.path
-import sharing
+from devtools import reportlib
+from devtools.servers import Redis
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +47,9 @@ def main() -> None:
     load_before = os.getloadavg()
     redis = None
     if args.cache == "redis":
-        redis, sock = sharing.start_redis(base / "redis")
-        url = f"redis+unix:{sock}"
+        redis = Redis(base / "redis")
+        redis.start()
+        url = redis.url
     else:
         url = f"file://{base / 'shared'}"
     common = ["--variant", args.variant, "--toolchain", args.toolchain, "--jobs", str(args.jobs), "--quiet"]
@@ -59,7 +60,6 @@ def main() -> None:
     finally:
         if redis:
             redis.kill()
-            redis.wait()
     digests = {r["tree_digest"] for r in [cold, *warm, *([baseline] if baseline else [])]}
     if len(digests) != 1:
         sys.exit(f"tree digests differ: {sorted(digests)}")

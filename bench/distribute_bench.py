@@ -1,7 +1,7 @@
 """Distributed compile bench: one build spread over distccd compile hosts against a cold local build, one run.
 
-    python bench/distribute_bench.py [--variant support] [--hosts 2] [--slots 2] [--order distributed-first]
-                                     [--control] [--machine TEXT] [--json reports/distributed-support.json]
+    python3 -m bench.distribute_bench [--variant support] [--hosts 2] [--slots 2] [--order distributed-first]
+                                      [--control] [--machine TEXT] [--json reports/distributed-support.json]
 
 Sets up a compile host directory with `hermetic toolchain compile-host` (the verified pinned toolchain
 and its identity-named compilers), starts Debian's distccd on 127.0.0.2, 127.0.0.3, … (a free port
@@ -25,8 +25,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import reportlib  # bench/: the script's own directory is on sys.path
-import sharing
+from bench import sharing
+from devtools import reportlib
+from devtools.servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,10 +54,10 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="hermetic-distcc-bench-"))
     host_bin = sharing.compile_host(base / "compile-host", args.toolchain, env)
     load_before = os.getloadavg()
-    daemons: list[Any] = []
+    daemons: list[Distccd] = []
     try:
         daemons = sharing.start_distccds(base, host_bin, args.hosts, args.slots)
-        hosts = ",".join(f"{a}:{p}/{args.slots}" for a, _, p, _ in daemons)
+        hosts = ",".join(d.spec for d in daemons)
         common = ["--variant", args.variant, "--toolchain", args.toolchain, "--quiet"]
         jobs = ["--jobs", str(args.jobs)]
         same = ["--jobs", str(args.jobs + args.hosts * args.slots)]
@@ -69,7 +70,7 @@ def main() -> None:
         if args.control:
             order.insert(1, "local_same_jobs")
         done = {name: runs[name]() for name in order}
-        per_daemon = {f"{a}:{p}": sharing.daemon_stats(a, s) for a, _, p, s in daemons}
+        per_daemon = {f"{d.addr}:{d.port}": d.stats() for d in daemons}
     finally:
         sharing.stop_distccds(daemons)
     local, dist = done["local"], done["distributed"]

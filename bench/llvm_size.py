@@ -1,7 +1,7 @@
 """How slim is a variant? Commands, installed size and compressed size, side by side.
 
-    python bench/llvm_size.py build/llvm/nvptx/record.json [--source ARCHIVE] [--json reports/llvm-size-nvptx.json]
-        [--compare-prefix /usr/lib/llvm-22]
+    python3 -m bench.llvm_size build/llvm/nvptx/record.json [--source ARCHIVE] [--json reports/llvm-size-nvptx.json]
+         [--compare-prefix /usr/lib/llvm-22]
 
 Configures LLVM's default configuration of the record's release (all targets,
 tools on; configure only) from the full source archive and counts its build

@@ -1,15 +1,15 @@
 """llvmlite's arm64 wheel, measured: cross-built twice from its pinned sdist against the `llvmlite-arm64` variant,
 auditwheel's verdict, and llvmlite's own test suite run by Debian's arm64 python3.11 under qemu-user, in one run.
 
-    python bench/llvmlite_arm64_report.py --llvm PREFIX [--root DIR] [--amd64-tests JSON]
-                                          [--machine TEXT] [--json reports/llvmlite-arm64/report.json]
+    python3 -m bench.llvmlite_arm64_report --llvm PREFIX [--root DIR] [--amd64-tests JSON]
+                                           [--machine TEXT] [--json reports/llvmlite-arm64/report.json]
 
 PREFIX: the install prefix of `hermetic build llvm --arch arm64 --llvm-version 22.1.8 --variant llvmlite-arm64`.
---root: where the arm64 Debian root with python3.11 is made or reused (tests/debian_root.py). Builds A and B
+--root: where the arm64 Debian root with python3.11 is made or reused (devtools/debian_root.py). Builds A and B
 run `hermetic wheel --recipe llvmlite --arch arm64 --python ROOT/usr/bin/python3.11` in two fresh work dirs
 (B under umask 077), so their sha256 must agree. Wheel A is installed into a fresh venv of that arm64 Python
 (made and run under qemu-aarch64-static, child processes too) and `python -m llvmlite.tests -v` runs there. --amd64-tests: an
-amd64 run's summary (tests/gpu/runner/unittest_summary.py), whose skips the arm64 ones are compared with.
+amd64 run's summary (devtools/unittest_summary.py), whose skips the arm64 ones are compared with.
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import arm64_wheel_report as arm  # bench/: build, auditwheel and install, shared with tilec's arm64 report
-import reportlib
+from bench import arm64_wheel_report as arm  # build, auditwheel and install, shared with tilec's arm64 report
+from devtools import reportlib, unittest_summary
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "gpu" / "runner"))
-import unittest_summary  # noqa: E402  (the runner's parser of a unittest -v log)
 
 
 def suite(root: Path, python: Path, wheel: Path, base: Path) -> tuple[dict[str, Any], str]:
@@ -95,7 +93,7 @@ def main() -> None:
         "what": "llvmlite's manylinux_2_28_aarch64 wheel cross-built on x86_64 from its pinned sdist against the "
                 "llvmlite-arm64 variant with the pinned zig, and llvmlite's own suite run by Debian's arm64 python3.11 "
                 "under qemu-aarch64-static",
-        "command": "python bench/llvmlite_arm64_report.py " + " ".join(sys.argv[1:]),
+        "command": "python3 -m bench.llvmlite_arm64_report " + " ".join(sys.argv[1:]),
         "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
         "load_avg_before": [round(x, 2) for x in st.load_before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],

@@ -2,7 +2,7 @@
 differs by a comment only, and of PTX whose entry point is renamed, each kind in fresh processes,
 with the environment as it is, with CUDA_CACHE_DISABLE=1, and with nvJitLink's `-no-cache`.
 
-    python bench/nvjitlink_cache.py --ptx-dir DIR [--arch sm_90] [--reps 5] [--json OUT.json]
+    python3 -m bench.nvjitlink_cache --ptx-dir DIR [--arch sm_90] [--reps 5] [--json OUT.json]
 
 DIR holds `<name>.ptx` files (bench/tilec_assembler.py's kernels, lowered by tilec). Why: on a GPU
 runner, nvJitLink compiled the bench kernels in 0.2-0.3 ms where the same PTX took it 10-20 ms
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import tilec_benchlib as lib
 
-import tilec_benchlib as lib
+ROOT = Path(__file__).resolve().parents[1]  # children run as `-m bench.NAME` from the checkout
 
 CHILD = "--child"
 KINDS = ("same", "comment", "renamed")
@@ -89,8 +89,8 @@ def main() -> int:
     for ptx_file in sorted(Path(a.ptx_dir).glob("*.ptx")):
         for label, (env, extra) in SETTINGS.items():
             for kind in KINDS:
-                cmd = [sys.executable, __file__, CHILD, str(ptx_file), kind, a.arch, str(a.reps), *extra]
-                proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+                cmd = [sys.executable, "-m", "bench.nvjitlink_cache", CHILD, str(ptx_file), kind, a.arch, str(a.reps), *extra]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600, cwd=ROOT)
                 lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                 if not lines:
                     res["runs"][f"{ptx_file.stem} | {label} | {kind}"] = {"error": proc.stderr[-1500:]}

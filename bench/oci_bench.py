@@ -1,7 +1,7 @@
 """OCI bench: layer size, time to write the image, push/pull throughput against a local registry.
 
-    python bench/oci_bench.py build/llvm/support/record.json [--json reports/oci-support.json]
-    python bench/oci_bench.py build/llvm/support/record.json --compression [--json reports/oci-zstd-support.json]
+    python3 -m bench.oci_bench build/llvm/support/record.json [--json reports/oci-support.json]
+    python3 -m bench.oci_bench build/llvm/support/record.json --compression [--json reports/oci-zstd-support.json]
 
 Starts Debian's docker-registry on 127.0.0.1 (a free port, storage in a temp
 dir), writes the image twice (the second run in another directory must give
@@ -20,18 +20,15 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import zstandard
 
+from devtools.servers import Registry
 from hermetic.oci.layer import ZSTD_LEVEL, compressor_version, write_tar
 from hermetic.oci.layout import ImageSpec, Layout, spec_from_record, write_image
 from hermetic.oci.reference import parse_reference
@@ -44,30 +41,6 @@ ANCHORS_MB = {
     "Triton's 2026 trimmed build (compressed)": 350.0,
     "hand-made slim build incl. MLIR (compressed)": 130.0,
 }
-
-
-def start_registry(base: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = base / "config.yml"
-    config.write_text(
-        f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {base / 'storage'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
-    )
-    exe = shutil.which("docker-registry")
-    if exe is None:
-        sys.exit("docker-registry not found: apt-get install docker-registry")
-    proc = subprocess.Popen([exe, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"http://{host}/v2/", timeout=1):
-                return proc, host
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    sys.exit("docker-registry did not start")
 
 
 def bench(record: Path, work: Path, chunk: int) -> dict[str, Any]:
@@ -87,7 +60,9 @@ def bench(record: Path, work: Path, chunk: int) -> dict[str, Any]:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }
-    proc, host = start_registry(work)
+    registry = Registry(work)
+    registry.start()
+    host = registry.host
     try:
         mb = first.layer.size / 1e6
         for mode, size in (("monolithic", 1 << 40), ("chunked", chunk)):
@@ -112,8 +87,7 @@ def bench(record: Path, work: Path, chunk: int) -> dict[str, Any]:
         out["unpack_s"] = time.monotonic() - t
         out["unpacked_equals_record"] = verify_tree(work / "root", record) == []
     finally:
-        proc.terminate()
-        proc.wait(10)
+        registry.stop()
     out["anchors_mb"] = ANCHORS_MB
     return out
 

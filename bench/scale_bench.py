@@ -1,9 +1,9 @@
 """Scale report: one variant built cold here, then shared every way hermetic shares builds, in one run.
 
-    python bench/scale_bench.py [--variant support] [--toolchain zig] [--hosts 2] [--slots 2] [--machine TEXT]
-                                [--base DIR] [--json reports/scale-support.json]
-                                [--source ARCHIVE] [--mirror DIR] [--wheelhouse DIR] [--offline MODE] [--no-downloads]
-                                [--keep-build] [--runs cold,warm_another_user,...]
+    python3 -m bench.scale_bench [--variant support] [--toolchain zig] [--hosts 2] [--slots 2] [--machine TEXT]
+                                 [--base DIR] [--json reports/scale-support.json]
+                                 [--source ARCHIVE] [--mirror DIR] [--wheelhouse DIR] [--offline MODE] [--no-downloads]
+                                 [--keep-build] [--runs cold,warm_another_user,...]
 
 Run as root (the other user is made with setpriv). Each figure is the wall time of the whole
 `hermetic build llvm` command in a fresh work directory, with its ratio to the cold build:
@@ -18,12 +18,12 @@ Run as root (the other user is made with setpriv). Each figure is the wall time 
 5. substituted: the cold build's image pushed to a local docker-registry, then `--substitute` into a
    fresh work dir with an empty source cache, downloads off.
 
-Every tree digest must be the cold build's. The parts are started by bench/sharing.py, shared with the
-compile-cache, distribute and substitute benches. The compile host (`hermetic toolchain compile-host`) is
+Every tree digest must be the cold build's. The parts are started by devtools/servers.py and bench/sharing.py,
+shared with the compile-cache, distribute and substitute benches. The compile host (`hermetic toolchain compile-host`) is
 made before the cold build, untimed: it puts the pinned toolchain into the source cache, so that every
 timed build finds it there.
 
-On a runner without network (tests/gpu/runner.sh --scale): --source names the carried pruned archive,
+On a runner without network (python3 -m devtools.runner --scale): --source names the carried pruned archive,
 --mirror the carried toolchain, --wheelhouse the carried build requirements, --no-downloads turns URLs
 and apt off; each is passed to every build. --runs picks the runs and their order (cold first: the
 others compare with it); with --json the report is rewritten after each run ("complete": false and the
@@ -41,8 +41,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import reportlib  # bench/: the script's own directory is on sys.path
-import sharing
+from bench import sharing
+from devtools import reportlib, users
+from devtools.servers import Distccd, Redis, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,11 +83,12 @@ def main() -> None:
     load_before = os.getloadavg()
     # untimed: the compile hosts' compilers, and with them the pinned toolchain in the source cache
     host_bin = sharing.compile_host(base / "compile-host", args.toolchain, env, toolchain_args(args))
-    redis, sock = sharing.start_redis(base / "redis", perm="777")
+    redis = Redis(base / "redis", perm="777")
+    redis.start()
     os.chmod(base / "redis", 0o755)
-    url = f"redis+unix:{sock}"
-    daemons: list[Any] = []
-    registry = None
+    url = redis.url
+    daemons: list[Distccd] = []
+    registry: Registry | None = None
     runs: dict[str, dict[str, Any]] = {}
     extras: dict[str, Any] = {}
 
@@ -137,43 +139,40 @@ def main() -> None:
                 build(name, base / "b" / "elsewhere" / "work", ["--compile-cache", url], "compile_cache")
             elif name == "warm_another_user":
                 # another user: its own home, source cache and work dir; this checkout and Python reachable to it
-                home = sharing.user_dir(base / "user")
-                cache = sharing.user_cache(source_cache, home / "cache")
+                home = users.user_dir(base / "user")
+                cache = users.user_cache(source_cache, home / "cache")
                 user_env = {k: v for k, v in env.items() if k != "HERMETIC_CACHE"} | {
                     "HOME": str(home), "USER": "hermetic-other", "LOGNAME": "hermetic-other"}
                 reach = (Path(sys.prefix), Path(sys.base_prefix), ROOT, *reach_args(args))
-                sharing.user_dir(home / "place")
+                users.user_dir(home / "place")
                 build(name, home / "place" / "work", ["--compile-cache", url, "--cache", str(cache)],
-                      "compile_cache", env=user_env, as_user=functools.partial(sharing.as_user, reach=reach))
+                      "compile_cache", env=user_env, as_user=functools.partial(users.as_user, reach=reach))
                 extras["other_user"] = {
-                    "uid": sharing.OTHER_UID, "source_cache": str(cache),
+                    "uid": users.OTHER_UID, "source_cache": str(cache),
                     "how": "setpriv --reuid/--regid 64123 --clear-groups; a private mount namespace shows it this "
                            "checkout and Python only where they live in a directory it may not pass (such as /root)"}
             elif name == "distributed":
                 daemons = sharing.start_distccds(base, host_bin, args.hosts, args.slots)
-                hosts = ",".join(f"{a}:{p}/{args.slots}" for a, _, p, _ in daemons)
+                hosts = ",".join(d.spec for d in daemons)
                 build(name, base / "d" / "work", ["--distribute", hosts, "--no-compile-cache"], "distributed")
                 extras["daemons_compile_ok"] = {
-                    f"{a}:{p}": int(sharing.daemon_stats(a, s).get("dcc_compile_ok", "0")) for a, _, p, s in daemons}
+                    f"{d.addr}:{d.port}": int(d.stats().get("dcc_compile_ok", "0")) for d in daemons}
                 sharing.stop_distccds(daemons)
                 daemons = []
             elif name == "substituted":
-                (base / "registry").mkdir()
-                registry, host = sharing.start_registry_here(base / "registry")
-                extras["published"] = sharing.publish(base / "a" / "work", args.variant, host, env)
+                registry = Registry(base / "registry")
+                registry.start()
+                extras["published"] = sharing.publish(base / "a" / "work", args.variant, registry.host, env)
                 print("scale: substituted …", file=sys.stderr, flush=True)
                 runs[name] = sharing.substitute(base / "s", common, extras["published"]["repo"], env)
                 done(name)
-                registry.terminate()
-                registry.wait(10)
+                registry.stop()
                 registry = None
     finally:
         redis.kill()
-        redis.wait()
         sharing.stop_distccds(daemons)
         if registry is not None:
-            registry.terminate()
-            registry.wait(10)
+            registry.stop()
     final = report(True)
     reportlib.emit(final, args.json, base, args.keep)
     if not final["tree_digests_identical"]:

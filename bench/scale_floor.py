@@ -1,6 +1,6 @@
 """Where a scale report's builds spend their time: the floor analysis of a warm rebuild.
 
-    python bench/scale_floor.py REPORT.json LOGS.tar.xz [--json OUT.json]
+    python3 -m bench.scale_floor REPORT.json LOGS.tar.xz [--json OUT.json]
 
 REPORT is bench/scale_bench.py's report, LOGS what `tests/gpu/runner/device.sh collect scale` packed
 (scale-logs.tar.xz: each run's record.json and ninja log, and times.txt / zig-cache-times.txt, the
@@ -23,63 +23,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
-
-def kind(output: str) -> str:
-    if output.endswith(".o"):
-        return "compile"
-    if output.endswith((".inc", ".def")) or re.search(r"include/llvm/.*\.h$", output):
-        return "tablegen"
-    if output.endswith(".a"):
-        return "archive"
-    if "/install-" in output or output.endswith(("install", "install/strip")):
-        return "install"
-    if output.startswith("bin/") or "/bin/" in output:
-        return "link"
-    return "other"
-
-
-def union_s(spans: list[tuple[int, int]]) -> float:
-    """Seconds covered by at least one of the (start, end) spans, in ms."""
-    total, last = 0, -1
-    for s, e in sorted(spans):
-        if e <= last:
-            continue
-        total += e - max(s, last)
-        last = e
-    return round(total / 1000, 1)
-
-
-def ninja_edges(text: str) -> list[tuple[int, int, str]]:
-    """(start ms, end ms, first output) per edge: an edge with several outputs is logged once per output."""
-    seen: dict[tuple[int, int, str], str] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        start, end, _mtime, output, cmdhash = line.split("\t")
-        seen.setdefault((int(start), int(end), cmdhash), output)
-    return [(s, e, out) for (s, e, _), out in seen.items()]
-
-
-def ninja_breakdown(text: str) -> dict[str, Any]:
-    edges = ninja_edges(text)
-    by: dict[str, list[tuple[int, int]]] = {}
-    for s, e, out in edges:
-        by.setdefault(kind(out), []).append((s, e))
-    return {
-        "edges": len(edges),
-        "span_s": round(max(e for _, e, _ in edges) / 1000, 1),
-        "kinds": {k: {"edges": len(v), "edge_s_summed": round(sum(e - s for s, e in v) / 1000, 1),
-                      "running_s": union_s(v), "last_end_s": round(max(e for _, e in v) / 1000, 1)}
-                  for k, v in sorted(by.items())},
-        "longest": [{"output": out, "s": round((e - s) / 1000, 1), "started_s": round(s / 1000, 1)}
-                    for s, e, out in sorted(edges, key=lambda x: x[0] - x[1])[:5]],
-    }
+from devtools.ninja_log import ninja_breakdown
 
 
 def seconds(iso: str) -> float:
@@ -143,7 +92,7 @@ def main() -> None:
                  for m in tar.getmembers() if m.isfile()}
     result = {
         "what": "where each built run of a scale report spent its time (bench/scale_floor.py)",
-        "command": "python bench/scale_floor.py " + " ".join(sys.argv[1:]),
+        "command": "python3 -m bench.scale_floor " + " ".join(sys.argv[1:]),
         "report": str(args.report),
         "note": "phase edges are file modification times and the record's start and finish (whole seconds): "
                 "each phase is good to about a second",

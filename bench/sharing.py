@@ -1,53 +1,23 @@
-"""The real parts the sharing benches start and the steps they time alike: Redis on a Unix socket, distccd
-compile hosts, a registry to publish to and substitute from, and builds run as another user.
+"""The steps the sharing benches time alike: compile hosts, publishing to a registry and substituting from it.
 
-compile_cache_bench, distribute_bench, substitute_bench and scale_bench use these; each keeps only what it
-measures and reports.
+compile_cache_bench, distribute_bench, substitute_bench and scale_bench use these with the servers of
+devtools.servers (Redis, distccd, docker-registry) and devtools.users (builds run as another user); each keeps
+only what it measures and reports.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from devtools.servers import Distccd
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import OTHER_UID, as_user, user_cache, user_dir  # noqa: E402  (tests/helpers: a plain module)
-
-__all__ = ["OTHER_UID", "as_user", "user_cache", "user_dir"]
-
-
-def free_port(addr: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return int(s.getsockname()[1])
-
-
-# --- Redis ----------------------------------------------------------------------------------------------
-
-
-def start_redis(base: Path, perm: str = "700") -> tuple[subprocess.Popen[bytes], Path]:
-    """Debian's redis-server on a Unix socket only (port 0), no persistence; `perm`: unixsocketperm."""
-    base.mkdir(parents=True, exist_ok=True)
-    sock = base / "redis.sock"
-    proc = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", perm,
-                             "--save", "", "--appendonly", "no", "--dir", str(base)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while not sock.exists():
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            sys.exit(f"redis-server did not start on {sock}")
-        time.sleep(0.1)
-    return proc, sock
 
 
 # --- distccd compile hosts ------------------------------------------------------------------------------
@@ -62,67 +32,14 @@ def compile_host(base: Path, toolchain: str, env: dict[str, str], extra: tuple[s
     return base / "bin"
 
 
-def start_distccd(addr: str, bin_dir: Path, log: Path, slots: int) -> tuple[subprocess.Popen[bytes], int, int]:
-    port, stats = free_port(addr), free_port(addr)
-    # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
-    # namespace of its own it is uid 65534 there and keeps the file access of the user who started it. Where
-    # no user namespace can be made, it is told to switch to nobody, who reads the compile host's files
-    # (mode 0755 directories) and nothing of root's.
-    userns: list[str] = []
-    switch: list[str] = []
-    if os.geteuid() == 0:
-        if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode == 0:
-            userns = ["unshare", "--user"]
-        else:
-            switch = ["--user", "nobody"]
-            log.touch()
-            log.chmod(0o666)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.Popen(
-        [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(port), "--allow", "127.0.0.0/8",
-         "--jobs", str(slots), "--log-file", str(log), "--log-level", "info", "--enable-tcp-insecure",
-         "--stats", "--stats-port", str(stats), *switch],
-        env=env, start_new_session=True,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((addr, port), timeout=1).close()
-            return proc, port, stats
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"distccd on {addr}:{port} did not start: {log.read_text() if log.exists() else ''}")
+def start_distccds(base: Path, bin_dir: Path, hosts: int, slots: int) -> list[Distccd]:
+    """distccd on 127.0.0.2, .3, …, each taking `slots` jobs."""
+    return [Distccd(f"127.0.0.{2 + i}", base, bin_dir, slots) for i in range(hosts)]
 
 
-def start_distccds(base: Path, bin_dir: Path, hosts: int, slots: int) -> list[tuple[str, subprocess.Popen[bytes], int, int]]:
-    """distccd on 127.0.0.2, .3, …: (address, process, port, statistics port) each."""
-    out = []
-    for i in range(hosts):
-        addr = f"127.0.0.{2 + i}"
-        proc, port, stats = start_distccd(addr, bin_dir, base / f"distccd-{addr}.log", slots)
-        out.append((addr, proc, port, stats))
-    return out
-
-
-def stop_distccds(daemons: list[tuple[str, subprocess.Popen[bytes], int, int]]) -> None:
-    for _, proc, _, _ in daemons:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
-
-
-def daemon_stats(addr: str, port: int) -> dict[str, str]:
-    """distccd's statistics page (dcc_compile_ok, …)."""
-    with socket.create_connection((addr, port), timeout=5) as s:
-        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    out = {}
-    for line in data.decode(errors="replace").splitlines():
-        k, _, v = line.partition(" ")
-        if k.startswith("dcc_"):
-            out[k] = v.strip()
-    return out
+def stop_distccds(daemons: list[Distccd]) -> None:
+    for d in daemons:
+        d.stop()
 
 
 # --- publish and substitute -----------------------------------------------------------------------------
@@ -158,13 +75,6 @@ def substitute(b: Path, common: list[str], repo: str, env: dict[str, str]) -> di
         sys.exit(f"not substituted:\n{proc.stdout}\n{proc.stderr}")
     return {"wall_s": round(took, 2), "tree_digest": got["tree_digest"], "substituted": got["substituted"],
             "work_dir": str(b / "work")}
-
-
-def start_registry_here(base: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Debian's docker-registry on 127.0.0.1 (oci_bench's starter)."""
-    from oci_bench import start_registry
-
-    return start_registry(base)
 
 
 def which(name: str) -> str:

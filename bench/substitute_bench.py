@@ -1,6 +1,6 @@
 """Substitution bench: a variant built here against the same variant substituted from a registry, one run.
 
-    python bench/substitute_bench.py [--variant support] [--toolchain host] [--runs 3] [--json reports/substitute-support.json]
+    python3 -m bench.substitute_bench [--variant support] [--toolchain host] [--runs 3] [--json reports/substitute-support.json]
 
 Starts Debian's docker-registry on 127.0.0.1 (a free port, storage in a temp dir). Machine A builds the
 variant (`hermetic build llvm`, a fresh work dir, this machine's source cache), writes its image and
@@ -21,9 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sharing
-from oci_bench import start_registry
+from bench import sharing
+from devtools.servers import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,8 +45,9 @@ def main() -> None:
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     base = Path(tempfile.mkdtemp(prefix="hermetic-subst-bench-"))
     load_before = os.getloadavg()
-    (base / "registry").mkdir()
-    reg, host = start_registry(base / "registry")
+    reg = Registry(base / "registry")
+    reg.start()
+    host = reg.host
     try:
         a = base / "a"
         common = ["--variant", args.variant, "--toolchain", args.toolchain, "--jobs", str(args.jobs), "--quiet"]
@@ -70,8 +70,7 @@ def main() -> None:
             runs.append({"build_llvm_s": round(took, 2), "image_llvm_s": round(image_b, 2),
                          "tree_digest": got["tree_digest"], "substituted": got["substituted"]})
     finally:
-        reg.terminate()
-        reg.wait(10)
+        reg.stop()
         if args.keep:
             print(f"kept {base}", file=sys.stderr)
         else:
@@ -80,7 +79,7 @@ def main() -> None:
     report = {
         "what": f"`hermetic build llvm --variant {args.variant}`: built here (A) against substituted from a local "
                 "docker-registry (B: fresh work dir and empty cache, another cwd, --no-urls --no-apt); whole-command wall times",
-        "command": " ".join(["python", "bench/substitute_bench.py", "--variant", args.variant, "--toolchain", args.toolchain,
+        "command": " ".join(["python3", "-m", "bench.substitute_bench", "--variant", args.variant, "--toolchain", args.toolchain,
                              "--runs", str(args.runs)]),
         "machine": args.machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
         "variant": args.variant,

@@ -1,6 +1,6 @@
 """PTX -> cubin with ptxas, nvJitLink and nvPTXCompiler, on the same PTX: SASS, registers, spills, local memory.
 
-    python bench/tilec_assembler.py [--out DIR] [--reps 7] [--target sm_90]
+    python3 -m bench.tilec_assembler [--out DIR] [--reps 7] [--target sm_90]
 
 tilec's default assembler (`auto`) is nvPTXCompiler where it gives ptxas's code, and ptxas
 otherwise; nvJitLink (`assembler="nvjitlink"`) gives `ptxas -c`'s code. For each bench kernel (tilec_kernels.py: vector adds, the exp/sin loop,
@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -44,9 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import tilec_benchlib as lib
+from bench import tilec_benchlib as lib
 
 # nvJitLink option sets tried beside tilec's own (the first), to see what changes the code.
 NVJITLINK_VARIANTS: dict[str, list[str]] = {
@@ -81,7 +78,7 @@ def sinf_module(T: Any) -> Any:
 def modules() -> dict[str, Callable[[], Any]]:
     import tilec
 
-    import tilec_kernels as K
+    from bench import tilec_kernels as K
 
     T = tilec.ir
     return {
@@ -303,9 +300,8 @@ def compare(
 def run_on_gpu(arch: str, settings: Any) -> dict[str, Any]:
     """Launch the kernels tilec_compile knows, built with each assembler, on the same inputs."""
     import tilec
-    import torch
-
     import tilec_compile as C
+    import torch
 
     out: dict[str, Any] = {}
     for kernel in C.TILEC_KERNELS:

@@ -1,6 +1,6 @@
 """Bandwidth: vector add over 2^28 float32 and a row sum, tilec against Triton and a device copy.
 
-    python bench/tilec_bandwidth.py [--out DIR] [--reps 30]
+    python3 -m bench.tilec_bandwidth [--out DIR] [--reps 30]
 
 Every kernel is checked against torch on fresh random inputs (output poisoned with NaN
 first) before it is timed. Times are CUDA events around single launches on the current
@@ -20,14 +20,10 @@ Writes bench-bandwidth.json; prints a table of ratios last.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import tilec_benchlib as lib
+from bench import tilec_benchlib as lib
 
 VADD_N = 1 << 28
 ROW_SHAPES = [(32768, 8192), (262144, 1024), (4096, 65536)]
@@ -55,8 +51,8 @@ def vadd(res: dict[str, Any], reps: int) -> None:
     import tilec
     import torch
 
-    import tilec_kernels as K
-    import tilec_triton
+    from bench import tilec_kernels as K
+    from bench import tilec_triton
 
     n = VADD_N
     stream = torch.cuda.current_stream().cuda_stream
@@ -159,8 +155,8 @@ def rowsum(res: dict[str, Any], reps: int) -> None:
     import tilec
     import torch
 
-    import tilec_kernels as K
-    import tilec_triton
+    from bench import tilec_kernels as K
+    from bench import tilec_triton
 
     target = lib.sm_target()
     stream = torch.cuda.current_stream().cuda_stream

@@ -1,6 +1,6 @@
 """Compile latency, tilec against Triton, on the same kernels in one run.
 
-    python bench/tilec_compile.py [--out DIR] [--reps 7] [--fresh 3]
+    python3 -m bench.tilec_compile [--out DIR] [--reps 7] [--fresh 3]
 
 Cold: IR -> cubin with no cache hit. tilec: the llvmlite module is built and compiled
 (tilec.compile) into an empty cache directory, and again with the cache off. Triton: the
@@ -16,7 +16,7 @@ runtime loop calling libdevice (expf, sinf). Each is measured twice: keyed by th
 llvmlite module is printed and hashed) and through a `source_key=` shortcut (no IR printed).
 The `tilec-parts` children time each step of the hit path (Compiler.store.get) on its own.
 
-    python bench/tilec_compile.py --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON] [--baseline-site DIR]
+    python3 -m bench.tilec_compile --only hit [--target sm_90] [--fresh 11] [--baseline PYTHON] [--baseline-site DIR]
 
 measures only tilec's warm hits and their parts, with no GPU, torch or Triton (the cache is
 seeded by compiling first; a machine with ptxas and libdevice is enough). Its hit children pass
@@ -57,9 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import tilec_benchlib as lib
 
-import tilec_benchlib as lib
+ROOT = Path(__file__).resolve().parents[1]  # children run as `-m bench.NAME` from the checkout
 
 # Triton BLOCK per kernel (tilec launches 256-thread blocks, one element per thread).
 TRITON_BLOCK = {"vadd": 1024, "expsin": 256}
@@ -82,7 +82,7 @@ def source_key(kernel: str) -> str:
 def tilec_module(name: str) -> Any:
     import tilec
 
-    import tilec_kernels as K
+    from bench import tilec_kernels as K
 
     if name == "vadd":
         return K.vadd_scalar(tilec.ir)
@@ -128,7 +128,7 @@ def tilec_launch(k: Any, kernel: str, t: dict[str, Any]) -> None:
 
 
 def triton_fn(kernel: str) -> Any:
-    import tilec_triton
+    from bench import tilec_triton
 
     return {"vadd": tilec_triton.vadd, "expsin": tilec_triton.expsin}[kernel]
 
@@ -394,7 +394,7 @@ def triton_cold(reps: int) -> dict[str, Any]:
     import triton
     from triton import knobs
 
-    import tilec_triton
+    from bench import tilec_triton
 
     out: dict[str, Any] = {}
     dev = torch.cuda.current_device()
@@ -811,10 +811,10 @@ def run_child(
     spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     python, env = baseline.command() if baseline is not None else (sys.executable, None)
-    cmd = [python, __file__, "--child", kind, "--kernel", kernel, "--cache", str(cache)]
+    cmd = [python, "-m", "bench.tilec_compile", "--child", kind, "--kernel", kernel, "--cache", str(cache)]
     if spec is not None:
         cmd += ["--spec", json.dumps(spec)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {kind}/{kernel} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

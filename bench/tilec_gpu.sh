@@ -14,7 +14,9 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WHEELS=${1:-$REPO/.bench-carry}
 OUT=${OUT:-$REPO/reports}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+[[ -d $WHEELS ]] && WHEELS=$(cd "$WHEELS" && pwd)
+cd "$REPO" || exit 2  # the benches run as `python3 -m bench.NAME` from the checkout
 SITE=$(mktemp -d)/site
 PY=${PYTHON:-python3}
 
@@ -45,15 +47,15 @@ for b in compile launch bandwidth assembler; do
   echo "== tilec_$b.py"
   args=()
   [[ $b == compile ]] && args=("${compile_args[@]}")
-  "$PY" "$REPO/bench/tilec_$b.py" --out "$OUT" "${args[@]}" || rc=1
+  "$PY" -m "bench.tilec_$b" --out "$OUT" "${args[@]}" || rc=1
 done
 # The baseline's launch too, in $OUT/baseline: a before/after on the same machine (each run
 # also times raw cuLaunchKernel and Triton, so its ratios stand alone).
 if [[ -n ${BASELINE_SITE:-} ]]; then
   echo "== tilec_launch.py with the baseline tilec"
   mkdir -p "$OUT/baseline"
-  PYTHONPATH="$BASELINE_SITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_launch.py" --out "$OUT/baseline" || rc=1
-  "$PY" "$REPO/bench/tilec_report.py" --dir "$OUT/baseline" || rc=1
+  PYTHONPATH="$BASELINE_SITE${PYTHONPATH#"$SITE"}" "$PY" -m bench.tilec_launch --out "$OUT/baseline" || rc=1
+  "$PY" -m bench.tilec_report --dir "$OUT/baseline" || rc=1
 fi
 # Optional: a second tilec wheel (a prototype fix, say) for the cold compile only, in $OUT/proto.
 if [[ -n ${TILEC_BENCH_PROTO:-} ]]; then
@@ -61,10 +63,10 @@ if [[ -n ${TILEC_BENCH_PROTO:-} ]]; then
   PSITE=$(mktemp -d)/site
   if ((${#proto[@]} == 1)) && "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$PSITE" "${proto[0]}"; then
     echo "== tilec_compile.py --only cold with ${proto[0]}"
-    PYTHONPATH="$PSITE${PYTHONPATH#"$SITE"}" "$PY" "$REPO/bench/tilec_compile.py" --only cold --out "$OUT/proto" || rc=1
+    PYTHONPATH="$PSITE${PYTHONPATH#"$SITE"}" "$PY" -m bench.tilec_compile --only cold --out "$OUT/proto" || rc=1
   else
     echo "== no usable prototype wheel in $TILEC_BENCH_PROTO"; rc=1
   fi
 fi
-"$PY" "$REPO/bench/tilec_report.py" --dir "$OUT" || rc=1
+"$PY" -m bench.tilec_report --dir "$OUT" || rc=1
 exit $rc

@@ -1,7 +1,7 @@
 """Host launch overhead per launch: tilec's launch, raw cuLaunchKernel, Triton, the AOT launcher.
 
-    python bench/tilec_launch.py [--out DIR] [--launches 500] [--reps 21]
-    python bench/tilec_launch.py --only pack      # no GPU: native vs Python argument packing
+    python3 -m bench.tilec_launch [--out DIR] [--launches 500] [--reps 21]
+    python3 -m bench.tilec_launch --only pack      # no GPU: native vs Python argument packing
 
 tilec launches through its native launcher (tilec._launch: C++ packing, cuLaunchKernel with
 the GIL released) and, beside it, through the Python packer and cuda-python
@@ -35,9 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import tilec_benchlib as lib
+from bench import tilec_benchlib as lib
 
 N = 256
 
@@ -47,8 +45,8 @@ def build(res: dict[str, Any]) -> dict[str, Any]:
     import torch
     from cuda.bindings import driver as cu
 
-    import tilec_kernels as K
-    import tilec_triton
+    from bench import tilec_kernels as K
+    from bench import tilec_triton
 
     torch.cuda.init()
     a = torch.randn(N, device="cuda")
@@ -241,7 +239,7 @@ def aot(res: dict[str, Any], launches: int, reps: int) -> dict[str, Any]:
         from tilec.backends.cuda import aot as tilec_aot  # absent in older wheels
     except ImportError as exc:
         return {"status": "not measured", "why": f"this tilec has no AOT launcher ({exc})"}
-    import tilec_kernels as K
+    from bench import tilec_kernels as K
 
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:

@@ -1,8 +1,8 @@
 """tilec's compile stages that run LLVM, with tilec's wheel built against two builds of one LLVM
 variant (the pinned zig toolchain's and the host gcc's, say), side by side in one run.
 
-    python bench/tilec_llvm_builds.py --wheel zig=A.whl --wheel host=B.whl [--rounds 6] [--reps 15]
-                                      [--callgrind] [--target sm_90] [--out DIR]
+    python3 -m bench.tilec_llvm_builds --wheel zig=A.whl --wheel host=B.whl [--rounds 6] [--reps 15]
+                                       [--callgrind] [--target sm_90] [--out DIR]
 
 Only the stages that run the LLVM under test are measured: llir (IR -> LLVM module), llir_opt
 (libdevice link, optimisation) and ptx (NVPTX code generation). llvmlite printing the IR and ptxas
@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import tilec_benchlib as lib
 
-import tilec_benchlib as lib
+ROOT = Path(__file__).resolve().parents[1]  # children run as `-m bench.NAME` from the checkout
 
 KERNELS = ("vadd", "vadd_v8", "expsin")
 LLVM_STAGES = ("llir", "llir_opt", "ptx")
@@ -47,9 +47,8 @@ LLVM_STAGES = ("llir", "llir_opt", "ptx")
 def child(reps: int, target: str) -> dict[str, Any]:
     """Seconds per kernel and stage for `reps` compiles of each kernel (reps 0: imports and IR only)."""
     import tilec
-    from tilec import compiler as tc
-
     import tilec_compile as bench
+    from tilec import compiler as tc
 
     c = tilec.Compiler(bench.tilec_settings(None))
     opts = tilec.CompileOptions(target=target)
@@ -74,16 +73,16 @@ def child(reps: int, target: str) -> dict[str, Any]:
 
 
 def run_child(site: Path, reps: int, target: str, callgrind: Path | None = None) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", str(reps), "--target", target]
+    cmd = [sys.executable, "-m", "bench.tilec_llvm_builds", "--child", str(reps), "--target", target]
     if callgrind is not None:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={callgrind}", "--dump-instr=no", *cmd]
     # a fixed hash seed: the same Python-side work in every process, for callgrind's counts
     env = {
         **os.environ,
         "PYTHONHASHSEED": "0",
-        "PYTHONPATH": os.pathsep.join([str(site), str(Path(__file__).resolve().parent)]),
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
     }
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600, check=False, cwd=ROOT)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child ({' '.join(cmd[:3])} ...) failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

@@ -1,6 +1,6 @@
 """Where tilec's LLVM stages spend a cold compile: each stage, its parsing and printing, and LLVM's pass timings.
 
-    python bench/tilec_llvm_passes.py [--out DIR] [--reps 7] [--target sm_90] [--opt opt-19] [--llc llc-19]
+    python3 -m bench.tilec_llvm_passes [--out DIR] [--reps 7] [--target sm_90] [--opt opt-19] [--llc llc-19]
 
 No GPU. For the bench's kernels (vadd, vadd_v8, expsin: tilec_kernels.py), with the cache off:
 
@@ -23,14 +23,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KERNELS = ("vadd", "vadd_v8", "expsin")
 _PCT = re.compile(r"[0-9.]+ \(\s*([0-9.]+)%\)")
@@ -40,7 +37,7 @@ _TOTAL = re.compile(r"Total Execution Time: [0-9.]+ seconds \(([0-9.]+) wall clo
 def module(name: str) -> Any:
     import tilec
 
-    import tilec_kernels as K
+    from bench import tilec_kernels as K
 
     return {"vadd": K.vadd_scalar, "vadd_v8": lambda T: K.vadd_vec(T, 2), "expsin": K.exp_sin_loop}[name](tilec.ir)
 

@@ -1,6 +1,6 @@
 """Markdown from the benchmark JSON: reports/bench-{compile,launch,bandwidth}.md.
 
-    python bench/tilec_report.py [--dir reports]
+    python3 -m bench.tilec_report [--dir reports]
 
 Tables only (numbers, ratios, goals, the stage-dump counts); the reading of them is
 in reports/bench-summary.md.

@@ -1,6 +1,6 @@
 """The same LLVM variant built two ways on one machine, side by side.
 
-    python3 bench/toolchain_build.py [--compare toolchain|arch] [--variant support] [--source ARCHIVE]
+    python3 -m bench.toolchain_build [--compare toolchain|arch] [--variant support] [--source ARCHIVE]
                                      [--jobs N] [--out DIR]
                                      [hermetic build options, e.g. --mirror DIR --wheelhouse DIR --no-urls]
 
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "src"))  # this checkout's hermetic
 
 from hermetic.core import platforms  # noqa: E402
 from hermetic.fetch import toolchain  # noqa: E402

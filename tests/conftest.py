@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.servers import REGISTRY_BIN, Registry
 from helpers import TINY, SharedBuilds
-from servers import REGISTRY_BIN, Registry
 
 # Cheapest first: .ci/run runs them in this order and stops at the first that fails.
 TIERS = ("unit", "integration", "native", "functional", "gpu")

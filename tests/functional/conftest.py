@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from devtools.servers import Distccd
 from helpers import ROOT, SharedBuilds, hermetic, run_hermetic
+from devtools.servers import Distccd
 from hermetic.model import record
-from servers import Distccd
 
 LLVM = ROOT / "recipes" / "llvm"
 GOLDEN = ROOT / "tests" / "golden"

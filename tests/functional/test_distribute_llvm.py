@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from servers import Distccd
+from devtools.servers import Distccd
 
 
 def test_every_host_compiled_and_the_record_counts_it_as_they_do(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildah import buildah_mount, buildah_store, run
+from devtools.buildah import buildah_mount, buildah_store, run
 from helpers import ROOT, hermetic
 from hermetic.attest import sbom
 from hermetic.model.record import load_build_record, scan_tree, tree_digest

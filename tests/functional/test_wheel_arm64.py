@@ -1,6 +1,6 @@
 """`hermetic wheel --arch arm64`, for real: a manylinux_2_28_aarch64 wheel cross-built on this x86_64 machine
 with the pinned zig toolchain, against an arm64 LLVM tree, for an arm64 CPython 3.11 of Debian's packages
-(a root made by tests/debian_root.py from the machine's apt sources), imported by that Python under
+(a root made by devtools/debian_root.py from the machine's apt sources), imported by that Python under
 qemu-aarch64-static and compared with the amd64 wheel's answers.
 
 What CI affords (2 cores; it already builds the arm64 and the zig `support` trees for other tests): the
@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from debian_root import make_root
+from devtools.debian_root import make_root
 from helpers import ROOT, run_hermetic
 from hermetic.core import platforms
 from hermetic.fetch import toolchain

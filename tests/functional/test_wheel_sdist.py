@@ -1,7 +1,7 @@
 """`hermetic wheel --recipe NAME`: another project's release sdist built against a hermetic LLVM, for real.
 
 llvmlite's own recipe (recipes/llvmlite) needs the `llvmlite` variant of LLVM 22 (about 90 minutes on 2 cores): it
-is built and its test suite run on the GPU runner (tests/gpu/runner.sh --llvmlite, README). What CI affords is the
+is built and its test suite run on the GPU runner (python3 -m devtools.runner --llvmlite, README). What CI affords is the
 same machinery on a project of llvmlite's shape, `ctypesprobe` (tests/functional/projects): a setuptools sdist
 without pyproject.toml whose build runs CMake itself with options from CMAKE_ARGS, a shared library linking the
 static LLVM with llvmlite's own link flags (zig refuses one of them) that Python loads with ctypes, and a stub C

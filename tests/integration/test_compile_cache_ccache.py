@@ -29,10 +29,11 @@ from typing import Any
 
 import pytest
 
-from helpers import OTHER_UID, TINY, as_user, hermetic, user_cache, user_dir
+from devtools.servers import Redis
+from devtools.users import OTHER_UID, as_user, user_cache, user_dir
+from helpers import TINY, hermetic
 from hermetic.build import compile_cache
 from hermetic.model import settings as settings_values
-from servers import Redis
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,12 +25,13 @@ from typing import Any
 
 import pytest
 
+from devtools.servers import Distccd
 from helpers import hermetic
+from devtools.servers import Distccd
 from hermetic.build import compile_cache, distribute
 from hermetic.core import platforms
 from hermetic.fetch import toolchain
 from hermetic.model import settings as settings_values
-from servers import Distccd
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_oci_registry import prefix_of
 
-from buildah import buildah_copy_from, buildah_store
+from devtools.buildah import buildah_copy_from, buildah_store
 from helpers import hermetic
 from hermetic.model.record import load_build_record
 from hermetic.oci.unpack import verify_tree

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from buildah import buildah_copy_from, buildah_store, run
+from devtools.buildah import buildah_copy_from, buildah_store, run
 from hermetic.cli import oci as oci_cli
 from hermetic.cli.common import common_parsers
 from hermetic.core.errors import RegistryError, VerifyError

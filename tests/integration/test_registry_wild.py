@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hermetic.oci.layer import write_layer
-from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, Layout, canonical_json
-from registry_servers import (
+from devtools.registry_servers import (
     BlobStore,
     LocalCA,
     RealRegistry,
@@ -31,6 +29,8 @@ from registry_servers import (
     serving,
     token_auth,
 )
+from hermetic.oci.layer import write_layer
+from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, Layout, canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "builder", "correct horse battery"

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Drive runner.sh on a leased device machine whose calls last at most 10 minutes:
-# start it detached from a snapshot of the checkout, wait for it across calls,
+# Drive the GPU runner (python3 -m devtools.runner) on a leased device machine whose calls last
+# at most 10 minutes: start it detached from a snapshot of the checkout, wait for it across calls,
 # and copy its results into $OUT in groups that fit what a call brings back
-# (at most 8 files, 16 MiB each, 64 MiB together).
+# (at most 8 files, 16 MiB each, 64 MiB together). The transport only: every step is the runner's.
 #
 #   device.sh start [WAIT_S] [runner args...]   snapshot, launch detached, then wait up to WAIT_S (default 540)
 #   device.sh wait [WAIT_S]                     wait for the done marker; exit 0 when done, 3 when still running
-#   device.sh rerun [WAIT_S] [runner args...]   run runner.sh again from an updated snapshot (LLVM is skipped
-#                                               when its record still matches its inputs)
+#   device.sh rerun [WAIT_S] [runner args...]   run the runner again with this checkout's devtools/, bench/ and
+#                                               tests/gpu/ (hermetic reuses an LLVM build whose record still
+#                                               matches its inputs: its step says `done`)
 #   device.sh collect main                      report, log, records (nvptx, support), PTX, junit xml,
 #                                               wheel record, wheel, bench JSON, llvmlite.tar -> $OUT
 #   device.sh collect extra                     wheel-again.json, host-record.json, cold-*/, tilec-bench/ -> $OUT/extra.tar
@@ -45,11 +46,11 @@ wait_done() {
 
 launch() {
   mkdir -p "$BASE"
-  # the last run's marker would end the wait at once, before the new runner.sh has removed it
+  # the last run's marker would end the wait at once, before the new runner has removed it
   rm -f "$RUN_OUT/done"
-  (cd "$SNAP" && HERMETIC_RUNNER_OUT="$RUN_OUT" HERMETIC_RUNNER_WORK="$BASE/work" \
-    setsid nohup bash tests/gpu/runner.sh "$@" >"$LOG" 2>&1 </dev/null &)
-  echo "== launched runner.sh $* (log $LOG)"
+  (cd "$SNAP" && HERMETIC_RUNNER_OUT="$RUN_OUT" HERMETIC_RUNNER_WORK="$BASE/work" PYTHONUNBUFFERED=1 \
+    setsid nohup "${PYTHON:-python3}" -m devtools.runner "$@" >"$LOG" 2>&1 </dev/null &)
+  echo "== launched python3 -m devtools.runner $* (log $LOG)"
 }
 
 snapshot() {
@@ -82,8 +83,9 @@ case $cmd in
   rerun)
     limit=${1:-540}; shift || true
     [[ -f $RUN_OUT/done ]] || { echo "runner still running"; exit 3; }
-    cp "$HERE/tests/gpu/runner.sh" "$SNAP/tests/gpu/runner.sh"
-    cp "$HERE"/tests/gpu/runner/*.py "$HERE"/tests/gpu/runner/*.sh "$SNAP/tests/gpu/runner/"
+    for d in devtools bench tests/gpu; do
+      rm -rf "${SNAP:?}/$d" && cp -a "$HERE/$d" "$SNAP/$d"
+    done
     mv "$LOG" "$LOG.1" 2>/dev/null
     launch "$@"
     wait_done "$limit"

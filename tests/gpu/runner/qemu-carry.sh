@@ -2,7 +2,7 @@
 # Write what a runner without Debian's qemu-user-static and libc6-ARCH-cross needs to run
 # a cross build's test_package: DIR/qemu-ARCH.tar.xz holding bin/qemu-QARCH-static (static,
 # runs on any x86_64 Linux) and usr/TRIPLE (the cross loader and glibc), from this machine's
-# Debian packages. runner.sh --qemu DIR unpacks it. DIR is git-ignored when it is .qemu.
+# Debian packages. The runner's --qemu DIR unpacks it. DIR is git-ignored when it is .qemu.
 #
 #   tests/gpu/runner/qemu-carry.sh [ARCH] [DIR]     (arm64, .qemu)
 set -euo pipefail

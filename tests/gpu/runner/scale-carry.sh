@@ -4,7 +4,8 @@
 # shared library they load but glibc's own, so that another distribution's libraries are never mixed
 # in) and bin/ (one wrapper each, which runs its binary with LD_LIBRARY_PATH=lib: the build's sandbox
 # passes no LD_LIBRARY_PATH on, so the variable is set by the wrapper, for that binary only).
-# runner.sh --scale unpacks it and puts bin/ first on PATH. DIR is git-ignored when it is .scale.
+# `python3 -m devtools.runner --scale` unpacks it and puts bin/ first on PATH. DIR is git-ignored when it
+# is .scale.
 #
 #   tests/gpu/runner/scale-carry.sh [DIR]     (.scale)
 set -euo pipefail

@@ -8,8 +8,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 
 def run(*argv: str) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -21,7 +19,7 @@ def run(*argv: str) -> str:
 def buildah_store(base: Path) -> Iterator[list[str]]:
     """buildah's options for a store of the test's own under base (vfs, as root); emptied afterwards."""
     if shutil.which("buildah") is None:
-        pytest.fail("buildah is missing: install Debian's buildah package (.ci/run does)")
+        raise AssertionError("buildah is missing: install Debian's buildah package (.ci/setup does)")
     store = ["--root", str(base / "storage"), "--runroot", str(base / "run"), "--storage-driver", "vfs"]
     try:
         yield store

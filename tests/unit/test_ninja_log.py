@@ -1,14 +1,11 @@
-"""bench/scale_floor.py: a ninja log's edges counted once each, by kind, and the time at least one ran."""
+"""devtools.ninja_log (what bench/scale_floor.py reads logs with): a ninja log's edges counted once each, by kind,
+and the time at least one ran."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import scale_floor
+from devtools import ninja_log
 
 pytestmark = pytest.mark.unit
 
@@ -24,11 +21,11 @@ LOG = "\n".join([
 
 
 def test_edges_with_several_outputs_count_once() -> None:
-    assert len(scale_floor.ninja_edges(LOG)) == 5
+    assert len(ninja_log.ninja_edges(LOG)) == 5
 
 
 def test_breakdown_by_kind() -> None:
-    got = scale_floor.ninja_breakdown(LOG)
+    got = ninja_log.ninja_breakdown(LOG)
     assert got["span_s"] == 4.6
     kinds = got["kinds"]
     assert kinds["tablegen"]["edges"] == 2  # the .inc and the intrinsics header
@@ -37,5 +34,5 @@ def test_breakdown_by_kind() -> None:
 
 
 def test_running_time_is_the_union_of_the_spans() -> None:
-    assert scale_floor.union_s([(0, 1000), (500, 3000), (4000, 4500)]) == 3.5
-    assert scale_floor.union_s([(0, 3000), (1000, 2000)]) == 3.0
+    assert ninja_log.union_s([(0, 1000), (500, 3000), (4000, 4500)]) == 3.5
+    assert ninja_log.union_s([(0, 3000), (1000, 2000)]) == 3.0

@@ -26,7 +26,6 @@ import ipaddress
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -44,16 +43,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
+from devtools.servers import free_port
+
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 SERVICE = "hermetic-test-registry"
 ISSUER = "hermetic-test-issuer"
 HOSTS = ("127.0.0.1", "127.0.0.2", "localhost")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 # -- the test CA ------------------------------------------------------------------------------------------
@@ -228,7 +223,8 @@ class _Server(http.server.ThreadingHTTPServer):
 
     @property
     def host(self) -> str:
-        return f"{self.server_address[0]}:{self.server_address[1]}"
+        addr, port = self.socket.getsockname()[:2]
+        return f"{addr}:{port}"
 
     @property
     def url(self) -> str:

@@ -1,4 +1,4 @@
-"""Real servers the tests start and stop: Debian's docker-registry, redis-server and distccd.
+"""Real servers the tests and the benches start and stop: Debian's docker-registry, redis-server and distccd.
 
 The registry's config is written here, it is served on a free port of 127.0.0.1, waited for until /v2/
 answers and stopped; it can also be killed hard and restarted on the same storage, for the mid-push tests.
@@ -22,9 +22,9 @@ from pathlib import Path
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 
 
-def free_port() -> int:
+def free_port(addr: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return int(s.getsockname()[1])
 
 
@@ -109,11 +109,12 @@ REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 class Redis:
-    """redis-server on a Unix socket only (port 0: no TCP), no persistence; started and stopped by the test."""
+    """redis-server on a Unix socket only (port 0: no TCP), no persistence; started and stopped by the test.
+    `perm` is the socket's unixsocketperm: 777 where another user's build must reach it (the scale bench)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, perm: str = "700") -> None:
         base.mkdir(parents=True, exist_ok=True)
-        self.base = base
+        self.base, self.perm = base, perm
         self.socket = base / "redis.sock"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -124,7 +125,7 @@ class Redis:
     def start(self) -> None:
         with open(self.base / "redis.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [REDIS, "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700", "--save", "",
+                [REDIS, "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", self.perm, "--save", "",
                  "--appendonly", "no", "--dir", str(self.base)], stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 20
@@ -165,27 +166,33 @@ class Redis:
         raise AssertionError(f"no {name} in Redis's INFO stats")
 
 
-def _free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return int(s.getsockname()[1])
+def _unprivileged(log: Path) -> tuple[list[str], list[str]]:
+    """What goes before and after distccd's arguments when root starts it. distccd will not run as root (it
+    switches to user distcc, which cannot read root's cache): in a user namespace of its own it is uid 65534
+    there and keeps the file access of the user who started it. Where no user namespace can be made, it is told
+    to switch to nobody, who reads the compile host's files (mode 0755 directories) and nothing of root's."""
+    if os.geteuid() != 0:
+        return [], []
+    if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "--user"], []
+    log.touch()
+    log.chmod(0o666)
+    return [], ["--user", "nobody"]
 
 
 class Distccd:
-    """One distccd on a loopback address, statistics on; started and killed by the test."""
+    """One distccd on a loopback address, statistics on; started by the constructor, stopped or killed by the caller."""
 
     def __init__(self, addr: str, base: Path, bin_dir: Path | None, slots: int = 2) -> None:
         self.addr, self.slots = addr, slots
-        self.port, self.stats_port = _free_port(addr), _free_port(addr)
+        self.port, self.stats_port = free_port(addr), free_port(addr)
         self.log = base / f"distccd-{addr}.log"
         path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
-        # distccd will not run as root (it switches to user distcc, which cannot read root's cache): in a user
-        # namespace of its own it is uid 65534 there and keeps the file access of the user who started it.
-        userns = ["unshare", "--user"] if os.geteuid() == 0 else []
+        before, after = _unprivileged(self.log)
         self.proc = subprocess.Popen(
-            [*userns, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(self.port),
+            [*before, "distccd", "--daemon", "--no-detach", "--listen", addr, "--port", str(self.port),
              "--allow", "127.0.0.0/8", "--jobs", str(slots), "--log-file", str(self.log), "--log-level", "info",
-             "--enable-tcp-insecure", "--stats", "--stats-port", str(self.stats_port)],
+             "--enable-tcp-insecure", "--stats", "--stats-port", str(self.stats_port), *after],
             env={**os.environ, "PATH": path}, start_new_session=True,
         )
         deadline = time.monotonic() + 20
@@ -200,19 +207,35 @@ class Distccd:
 
     @property
     def spec(self) -> str:
+        """HOST:PORT/SLOTS, as --distribute takes it."""
         return f"{self.addr}:{self.port}/{self.slots}"
 
-    def compiled(self) -> int:
-        """distccd's own count of finished compiles (its statistics page)."""
+    def stats(self) -> dict[str, str]:
+        """distccd's statistics page: its dcc_* counters (dcc_compile_ok, ...)."""
         with socket.create_connection((self.addr, self.stats_port), timeout=5) as s:
             s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
+        out = {}
         for line in data.decode(errors="replace").splitlines():
-            if line.startswith("dcc_compile_ok "):
-                return int(line.split()[1])
-        raise AssertionError(f"no dcc_compile_ok in distccd's statistics: {data[:500]!r}")
+            k, _, v = line.partition(" ")
+            if k.startswith("dcc_"):
+                out[k] = v.strip()
+        return out
+
+    def compiled(self) -> int:
+        """distccd's own count of finished compiles (its statistics page)."""
+        got = self.stats()
+        if "dcc_compile_ok" not in got:
+            raise AssertionError(f"no dcc_compile_ok in distccd's statistics: {got}")
+        return int(got["dcc_compile_ok"])
+
+    def stop(self) -> None:
+        """SIGTERM to the daemon and its preforked children, waited for."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(20)
 
     def kill(self) -> None:
         """SIGKILL to the daemon and its preforked children: gone at once, as a crashed host would be."""

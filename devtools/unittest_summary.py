@@ -1,6 +1,6 @@
 """Summarize a `python -m unittest -v` style log (llvmlite's own suite) as JSON.
 
-    python3 unittest_summary.py LOG OUT.json
+    python3 -m devtools.unittest_summary LOG OUT.json
 
 Counts from the final "Ran N tests" and "OK (skipped=K)" / "FAILED (failures=F, errors=E, ...)"
 lines; every skipped test with the reason the suite gave, every failed or erroring test by name.

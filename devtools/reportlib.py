@@ -1,5 +1,4 @@
-"""What the build benches do last: print the report, write it where --json says, and remove or keep
-their scratch directory (--keep)."""
+"""What the build benches do last: print the report, write it where --json says, keep or remove the scratch."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ def run_facts(script: str, machine: str | None, load_before: tuple[float, float,
     import platform
 
     return {
-        "command": f"python bench/{script} " + " ".join(sys.argv[1:]),
+        "command": f"python3 -m bench.{Path(script).stem} " + " ".join(sys.argv[1:]),
         "machine": machine or f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],

@@ -7,7 +7,7 @@ with the machine's own apt sources and keys (/etc/apt); `apt-get --download-only
 and for the headers, not a system to boot. The list of what was unpacked (package, version, architecture,
 sha256 of the .deb) is written to ROOT/../<name>.packages.json.
 
-    python tests/debian_root.py --arch arm64 /work/arm64-root    # python3.11 + libpython3.11-dev
+    python3 -m devtools.debian_root --arch arm64 /work/arm64-root    # python3.11 + libpython3.11-dev
 
 Used by the tests of the arm64 wheel and by bench/arm64_wheel_report.py; README, "The arm64 wheel".
 """

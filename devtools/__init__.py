@@ -1,0 +1,1 @@
+"""Dev tools shared by the tests, the benchmarks and the GPU runner: real-server starters, roots, report writers."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fake_http import FakeHandler, FakeServer
-from hermetic.oci.layout import MT_INDEX
+from hermetic.oci.types import MT_INDEX
 
 
 class Fake(FakeServer):

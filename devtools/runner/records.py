@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hermetic.errors import HermeticError
-from hermetic.record import BuildRecord, WheelRecord, load_build_record, load_wheel_record
+from hermetic.core.errors import HermeticError
+from hermetic.model.record import BuildRecord, WheelRecord, load_build_record, load_wheel_record
 
 from .core import StepFailed
 

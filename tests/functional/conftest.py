@@ -19,7 +19,6 @@ import pytest
 
 from devtools.servers import Distccd
 from helpers import ROOT, SharedBuilds, hermetic, run_hermetic
-from devtools.servers import Distccd
 from hermetic.model import record
 
 LLVM = ROOT / "recipes" / "llvm"

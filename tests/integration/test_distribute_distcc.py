@@ -27,7 +27,6 @@ import pytest
 
 from devtools.servers import Distccd
 from helpers import hermetic
-from devtools.servers import Distccd
 from hermetic.build import compile_cache, distribute
 from hermetic.core import platforms
 from hermetic.fetch import toolchain

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER = """
 import os, sys
 from pathlib import Path
-from hermetic import sandbox
+from hermetic.build import sandbox
 from hermetic.cli.main import process_edges
 
 work = Path(sys.argv[1])

@@ -17,7 +17,7 @@ import pytest
 from helpers import hermetic
 from hermetic.attest import image_signatures, signing
 from hermetic.attest.simple_signing import lookaside_dir
-from hermetic.oci.layout import ImageResult, spec_from_record, write_image
+from hermetic.oci.image import ImageResult, spec_from_record, write_image
 from hermetic.oci.registry import RegistryClient
 
 pytestmark = pytest.mark.integration

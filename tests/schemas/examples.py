@@ -17,7 +17,7 @@ from typing import Any
 from hermetic.fetch import toolchain
 from hermetic.model import record
 from hermetic.model.settings import Settings, resolve
-from hermetic.oci.layout import spec_from_record, write_image
+from hermetic.oci.image import spec_from_record, write_image
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1736812800

@@ -20,7 +20,7 @@ from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
 from hermetic.fetch import toolchain
 from hermetic.model import recipe, record
 from hermetic.model.settings import Settings, resolve
-from hermetic.oci.layout import spec_from_record
+from hermetic.oci.image import spec_from_record
 from hermetic.plan import pipeline as plan
 from schemas.examples import fake_llvm_build
 

@@ -101,7 +101,7 @@ def test_a_recipe_other_than_the_one_named_is_refused(tmp_path: Path) -> None:
 
 
 def test_not_a_bundle(tmp_path: Path) -> None:
-    from hermetic.oci.layout import ImageSpec, write_image
+    from hermetic.oci.image import ImageSpec, write_image
 
     (tmp_path / "t" / "usr").mkdir(parents=True)
     (tmp_path / "t" / "usr" / "f").write_text("x")

@@ -29,11 +29,11 @@ from hermetic.cli.main import main
 from hermetic.core.errors import HermeticError
 from hermetic.model.record import load_build_record, load_wheel_record
 from hermetic.oci import referrers
-from hermetic.oci.answers import error_messages
-from hermetic.oci.auth import _parse_token, find_credentials
+from hermetic.oci.http import error_messages
+from hermetic.oci.http import _parse_token, find_credentials
 from hermetic.oci.layout import Layout, pick_root, select_manifest
-from hermetic.oci.reference import _error_codes
-from hermetic.oci.referrers import _index_manifests
+from hermetic.oci.http import _error_codes
+from hermetic.oci.referrers_registry import _index_manifests
 from hermetic.oci.transfer import pull_layout, pull_local
 from hermetic.oci.unpack import unpack_layout
 
@@ -120,7 +120,7 @@ def readers_of(layout: Layout, out: Path) -> list[Callable[[], object]]:
         lambda: select_manifest(layout, pick_root(layout), "amd64"),
         lambda: layout.verify(),
         lambda: unpack_layout(layout, out / "root"),
-        lambda: pull_local(__import__("hermetic.oci.layout", fromlist=["LayoutRef"]).LayoutRef(layout.path), out / "copy"),
+        lambda: pull_local(__import__("hermetic.oci.types", fromlist=["LayoutRef"]).LayoutRef(layout.path), out / "copy"),
         lambda: inspect_layout(layout.path, "amd64"),
         lambda: referrers.referrers(layout),
     ]
@@ -246,7 +246,7 @@ def test_damaged_manifests_from_a_registry(fuzzed_registry: Any, data: st.DataOb
     from test_oci_registry_policy import digest, manifest_of
 
     from hermetic.attest.inspection import inspect_ref
-    from hermetic.oci.reference import parse_reference
+    from hermetic.oci.types import parse_reference
     from hermetic.oci.registry import RegistryClient
 
     good = json.loads(manifest_of())

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hermetic.core.errors import VerifyError
-from hermetic.oci.layout import MT_CONFIG, MT_MANIFEST, Descriptor, Layout, canonical_json
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
+from hermetic.oci.layout import Layout
 from hermetic.oci.unpack import resolve_in_root, unpack_layout
 
 pytestmark = pytest.mark.unit

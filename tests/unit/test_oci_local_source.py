@@ -11,8 +11,10 @@ from test_oci_pull_integrity import tiny_image
 
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.oci.index import merge_layouts
-from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, LayoutRef
-from hermetic.oci.reference import Reference, parse_image_source
+from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, LayoutRef
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import Reference
+from hermetic.oci.targets import parse_image_source
 from hermetic.oci.transfer import pull_local
 from hermetic.oci.unpack import unpack_layout
 
@@ -114,7 +116,7 @@ def test_pull_local_refuses_a_tampered_layer_and_keeps_nothing(tmp_path: Path) -
 def test_pull_local_refuses_wrong_diff_ids(tmp_path: Path) -> None:
     import json
 
-    from hermetic.oci.layout import MT_CONFIG, canonical_json
+    from hermetic.oci.types import MT_CONFIG, canonical_json
 
     layout, desc = tiny_image(tmp_path / "l")
     manifest = layout.read_json(desc)

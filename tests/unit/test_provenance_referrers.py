@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 
 from fake_registry import Fake, serving
+from hermetic.oci import referrers_registry
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance, sbom
 from hermetic.core.errors import VerifyError
 from hermetic.model import record
 from hermetic.oci import referrers
-from hermetic.oci.layout import MT_INDEX, Layout
-from hermetic.oci.reference import parse_reference
+from hermetic.oci.types import MT_INDEX
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
 from schemas.examples import fake_image, fake_llvm_build, settings
@@ -42,8 +44,8 @@ def test_push_and_pull_attestations(fake: Fake, tmp_path: Path) -> None:
     ref = parse_reference(f"{fake.host}/llvm:19.1.7")
     with RegistryClient(fake.host, insecure=True) as client:
         pushed = push_layout(client, layout, ref)
-        sent = referrers.push_referrers(client, layout, "llvm", {pushed.digest})
-        again = referrers.push_referrers(client, layout, "llvm", {pushed.digest})
+        sent = referrers_registry.push_referrers(client, layout, "llvm", {pushed.digest})
+        again = referrers_registry.push_referrers(client, layout, "llvm", {pushed.digest})
     via = referrers.VIA_API if fake.api else referrers.VIA_TAG
     kinds = sorted([sbom.MEDIA_TYPE, provenance.MEDIA_TYPE, record.RECORD_MEDIA_TYPE])
     assert sorted(p.artifact_type for p in sent) == kinds
@@ -66,8 +68,8 @@ def test_push_and_pull_attestations(fake: Fake, tmp_path: Path) -> None:
     with RegistryClient(fake.host, insecure=True) as client:
         desc = pull_layout(client, ref, dest)
         fake.paths.clear()
-        got, how = referrers.pull_referrers(client, "llvm", desc.digest, Layout(dest))
-        only_sbom, _ = referrers.list_referrers(client, "llvm", desc.digest, sbom.MEDIA_TYPE)
+        got, how = referrers_registry.pull_referrers(client, "llvm", desc.digest, Layout(dest))
+        only_sbom, _ = referrers_registry.list_referrers(client, "llvm", desc.digest, sbom.MEDIA_TYPE)
     assert how == via
     assert any("/referrers/" in p for p in fake.paths), "discovery asks the referrers API first"
     assert sorted(r.kind for r in got) == ["build-record", "provenance", "sbom"]
@@ -85,7 +87,7 @@ def test_a_referrer_about_another_image_is_refused(fake: Fake, tmp_path: Path) -
     ref = parse_reference(f"{fake.host}/llvm:1")
     with RegistryClient(fake.host, insecure=True) as client:
         pushed = push_layout(client, layout, ref)
-        sent = referrers.push_referrers(client, layout, "llvm", {pushed.digest})
+        sent = referrers_registry.push_referrers(client, layout, "llvm", {pushed.digest})
         # a forged index (tag schema) that lists an artifact about this image under another subject
         other = "sha256:" + "0" * 64
         index = {"schemaVersion": 2, "mediaType": MT_INDEX,
@@ -96,4 +98,4 @@ def test_a_referrer_about_another_image_is_refused(fake: Fake, tmp_path: Path) -
         dest = Layout(tmp_path / "x")
         dest.init()
         with pytest.raises(VerifyError, match="about something else"):
-            referrers.pull_referrers(client, "llvm", other, dest)
+            referrers_registry.pull_referrers(client, "llvm", other, dest)

@@ -13,7 +13,9 @@ from hermetic.attest import attach as attest
 from hermetic.attest import image_signatures, provenance, sbom, signature_check, signing
 from hermetic.core.errors import ExitCode, SignatureError, UnsignedError, UntrustedKeyError, UsageError, VerifyError
 from hermetic.oci import referrers
-from hermetic.oci.layout import Descriptor, ImageResult, ImageSpec, Layout, write_image
+from hermetic.oci.types import Descriptor
+from hermetic.oci.image import ImageResult, ImageSpec, write_image
+from hermetic.oci.layout import Layout
 
 pytestmark = pytest.mark.unit
 

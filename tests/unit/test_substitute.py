@@ -16,6 +16,7 @@ import pytest
 
 from fake_registry import Fake, serving
 from helpers import ROOT, hermetic, resolve_in_project
+from hermetic.oci import referrers_registry
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance
 from hermetic.core.errors import UsageError
@@ -23,7 +24,7 @@ from hermetic.model import record
 from hermetic.model.settings import Settings, Substitute, parse_substitute
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
-from hermetic.oci.reference import parse_reference
+from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
 from hermetic.plan import pipeline as plan
@@ -221,7 +222,7 @@ def _publish(fake: Fake, layout_path: Path) -> str:
     layout = Layout(layout_path)
     with RegistryClient(fake.host, insecure=True) as client:
         pushed = push_layout(client, layout, parse_reference(f"{fake.host}/llvm:19.1.7"))
-        referrers.push_referrers(client, layout, "llvm", {pushed.digest})
+        referrers_registry.push_referrers(client, layout, "llvm", {pushed.digest})
         assert substitute.publish(client, layout, "llvm", [pick_root(layout)]) == [
             (substitute.inputs_tag(INPUTS), pushed.digest)]
     return pushed.digest

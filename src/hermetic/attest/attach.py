@@ -28,7 +28,8 @@ from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record
 from hermetic.model.settings import Settings
 from hermetic.oci import referrers
-from hermetic.oci.layout import Descriptor, Layout, pick_root, select_manifest
+from hermetic.oci.layout import Layout, pick_root, select_manifest
+from hermetic.oci.types import Descriptor
 
 WHEEL_RECORD = "wheel-record.json"
 SBOM_SUFFIX = ".cdx.json"

@@ -20,8 +20,9 @@ from typing import Any
 from hermetic.attest.signing import ANN_SIGNATURE, MT_SIMPLESIGNING, ImageSignature, SigningKey, sig_tag, sign_image
 from hermetic.core.errors import RegistryError, VerifyError
 from hermetic.oci import referrers
-from hermetic.oci.layout import INDEX_TYPES, MT_MANIFEST, Descriptor, Layout, canonical_json, pick_root, sha256_digest
+from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, _Response
+from hermetic.oci.types import INDEX_TYPES, MT_MANIFEST, Descriptor, canonical_json, sha256_digest
 
 ANN_IDENTITY = "io.hermetic.signature.identity"
 MAX_PAYLOAD = 1 << 16

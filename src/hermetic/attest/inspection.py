@@ -22,8 +22,9 @@ from hermetic.attest import provenance, sbom
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import record
-from hermetic.oci import referrers
-from hermetic.oci.layout import INDEX_TYPES, MANIFEST_TYPES, Descriptor, Layout, host_arch, parse_json, sha256_digest
+from hermetic.oci import referrers, referrers_registry
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import INDEX_TYPES, MANIFEST_TYPES, Descriptor, host_arch, parse_json, sha256_digest
 
 OK, MISSING, MISMATCH = "matches", "missing", "MISMATCH"
 
@@ -228,8 +229,8 @@ def inspect_ref(
     text: str, insecure: bool, arch: str | None, quiet: bool, ca_file: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    from hermetic.oci.reference import parse_reference
     from hermetic.oci.registry import Progress, make_client
+    from hermetic.oci.types import parse_reference
 
     ref = parse_reference(text)
     client = make_client(
@@ -266,7 +267,7 @@ def inspect_ref(
             client.fetch_blob(repo, config_desc, layout.blob_path(config_desc.digest))
             config = layout.read_json(config_desc)
             facts = attest.facts_of(ref.tag or repo.rsplit("/", 1)[-1], manifest, doc, config_desc.digest, config)
-            refs, via = referrers.pull_referrers(client, repo, digest, layout)
+            refs, via = referrers_registry.pull_referrers(client, repo, digest, layout)
             report = image_report(facts, refs, str(ref), f"registry ({via})")
             # image signatures live under their own tag (sha256-<hex>.sig), not among the referrers
             from hermetic.attest.image_signatures import in_registry

@@ -36,7 +36,8 @@ from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record
 from hermetic.oci import referrers
-from hermetic.oci.layout import INDEX_TYPES, MANIFEST_TYPES, Layout
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import INDEX_TYPES, MANIFEST_TYPES
 
 Artifacts = dict[str, dict[str, str]]
 STEPS = ("fetch", "prune", "build", "image", "wheel", "attest")

@@ -30,8 +30,8 @@ from hermetic.fetch import sources, toolchain
 from hermetic.model import recipe
 from hermetic.model.record import load_build_record, write_json
 from hermetic.model.settings import Settings
+from hermetic.oci.image import spec_from_record
 from hermetic.oci.index import merge_layouts
-from hermetic.oci.layout import spec_from_record
 from hermetic.plan import pipeline as plan
 from hermetic.plan import steps
 

@@ -16,9 +16,9 @@ from hermetic.core.log import Log, stderr_log
 from hermetic.core.platforms import machine_arch
 from hermetic.model import recipe
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import MT_MANIFEST, Descriptor, Layout, sha256_digest
-from hermetic.oci.reference import parse_reference
+from hermetic.oci.layout import Layout
 from hermetic.oci.registry import Progress, make_client
+from hermetic.oci.types import MT_MANIFEST, Descriptor, parse_reference, sha256_digest
 from hermetic.plan import bundle
 from hermetic.plan import pipeline as plan
 

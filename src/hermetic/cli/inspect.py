@@ -14,9 +14,9 @@ from hermetic.cli.common import Common, Subparsers, add_command, add_platform, o
 from hermetic.cli.oci import add_registry_options
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import LayoutRef
-from hermetic.oci.reference import parse_image_source
-from hermetic.oci.transport import set_document_limit
+from hermetic.oci.http import set_document_limit
+from hermetic.oci.targets import parse_image_source
+from hermetic.oci.types import LayoutRef
 
 _WHAT = "inspect takes an image layout directory, REGISTRY/REPO[:TAG], a .whl, or an LLVM build record (record.json)"
 

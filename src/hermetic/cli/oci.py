@@ -24,15 +24,17 @@ from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe
 from hermetic.model.record import load_build_record
 from hermetic.model.settings import Settings
+from hermetic.oci.http import DEFAULT_MAX_DOCUMENT, set_document_limit
+from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.index import merge_layouts
 from hermetic.oci.layer import COMPRESSIONS, check_compression, compressor_version
-from hermetic.oci.layout import INDEX_TYPES, Descriptor, Layout, LayoutRef, pick_root, spec_from_record, write_image
-from hermetic.oci.reference import Reference, parse_image_source, parse_reference
-from hermetic.oci.referrers import ANN_TITLE, pull_referrers, push_referrers, referrers
+from hermetic.oci.layout import Layout, pick_root
+from hermetic.oci.referrers import ANN_TITLE, referrers
+from hermetic.oci.referrers_registry import pull_referrers, push_referrers
 from hermetic.oci.registry import DEFAULT_CHUNK, Progress, make_client
-from hermetic.oci.targets import make_parents, pull_target, remove_created
+from hermetic.oci.targets import make_parents, parse_image_source, pull_target, remove_created
 from hermetic.oci.transfer import pull_layout, pull_local, push_layout
-from hermetic.oci.transport import DEFAULT_MAX_DOCUMENT, set_document_limit
+from hermetic.oci.types import INDEX_TYPES, Descriptor, LayoutRef, Reference, parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 from hermetic.plan import substitute
 from hermetic.plan.bundle import is_bundle

@@ -14,9 +14,10 @@ from hermetic.attest import image_signatures, signing, simple_signing
 from hermetic.cli.common import Common, Subparsers, add_command, add_group, out, say
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import Layout, LayoutRef, pick_root, sha256_digest
-from hermetic.oci.reference import Reference, parse_image_source
+from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.registry import Progress, make_client
+from hermetic.oci.targets import parse_image_source
+from hermetic.oci.types import LayoutRef, Reference, sha256_digest
 
 
 def signing_key(settings: Settings, required: bool = False) -> signing.SigningKey | None:

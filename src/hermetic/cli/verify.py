@@ -13,8 +13,8 @@ from hermetic.cli.common import Common, Subparsers, add_command, out, out_json, 
 from hermetic.core.errors import UsageError
 from hermetic.core.log import stderr_log
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import LayoutRef
-from hermetic.oci.reference import parse_image_source
+from hermetic.oci.targets import parse_image_source
+from hermetic.oci.types import LayoutRef
 from hermetic.verify.rebuild import Mismatch, verify
 
 

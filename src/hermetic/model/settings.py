@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from hermetic.core.errors import UsageError
+from hermetic.core.names import looks_like_registry, valid_repository
 from hermetic.core.platforms import PLATFORMS, machine_arch
 
 OFFLINE_MODES = ("auto", "require", "off")
@@ -195,20 +196,6 @@ def parse_distribute_setting(value: Any) -> Distribution | None:
                              "name it once, with /SLOTS for how many jobs it takes")
         seen.add(h.address)
     return Distribution(hosts)
-
-
-_REPOSITORY_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789._-/")
-
-
-def looks_like_registry(first: str) -> bool:
-    """Whether the first path component of a reference names a registry (a host) rather than a repository."""
-    return "." in first or ":" in first or first == "localhost"
-
-
-def valid_repository(path: str) -> bool:
-    """A repository name as the distribution spec allows it: lowercase path components, no empty one."""
-    return bool(path) and not set(path) - _REPOSITORY_CHARS and not (
-        path.startswith("/") or path.endswith("/") or "//" in path)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 from hermetic.core.errors import UsageError
 from hermetic.core.staging import staged_dir
 from hermetic.oci import referrers
-from hermetic.oci.layout import MANIFEST_TYPES, MT_INDEX, REF_NAME, Descriptor, Layout, _replace_dir, canonical_json
+from hermetic.oci.layout import Layout, _replace_dir
+from hermetic.oci.types import MANIFEST_TYPES, MT_INDEX, REF_NAME, Descriptor, canonical_json
 
 
 def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:

@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO
 
 import zstandard
 
@@ -215,3 +215,118 @@ def write_layer(dest: BinaryIO, install_root: Path, prefix: str, epoch: int, com
         tar_hash = HashingWriter(gz)  # type: ignore[arg-type]
         entries = write_tar(tar_hash, install_root, prefix, epoch)  # type: ignore[arg-type]
     return LayerInfo(blob.digest, blob.size, tar_hash.digest, tar_hash.size, MEDIA_TYPE_GZIP, entries)
+
+
+class _HashingReader:
+    """Reads from `raw` while hashing; tarfile in stream mode only calls read()."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.sha = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.sha.update(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass
+
+
+class _ZstdReader(io.RawIOBase):
+    """The concatenated zstd frames of `src`, decompressed; a frame cut short is an error.
+
+    zstandard's stream_reader and read_to_iter end quietly, without checking the
+    checksum, when the input stops inside a frame; decompressobj says whether
+    its frame reached its end. It returns all the output of what it is given, so
+    it is fed small steps: a 4-byte RLE block may expand to 128 KiB, and a
+    hostile layer must not make one step allocate gigabytes.
+    """
+
+    STEP = 1 << 10  # at most 32 MiB of output per step
+
+    def __init__(self, src: IO[bytes]) -> None:
+        super().__init__()
+        self._src = src
+        self._dctx = zstandard.ZstdDecompressor()
+        self._frame: zstandard.ZstdDecompressionObj | None = None
+        self._pending = b""
+        self._out = b""
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        n = 0
+        while n < len(view):
+            if self._pos >= len(self._out) and not self._step():
+                break
+            k = min(len(view) - n, len(self._out) - self._pos)
+            view[n : n + k] = self._out[self._pos : self._pos + k]
+            self._pos += k
+            n += k
+        return n
+
+    def _step(self) -> bool:
+        """Decompress the next few compressed bytes; False at the clean end of the last frame."""
+        if not self._pending:
+            self._pending = self._src.read(self.STEP)
+            if not self._pending:
+                if self._frame is None:
+                    raise zstandard.ZstdError("the layer holds no zstd frame")
+                if not self._frame.eof:
+                    raise zstandard.ZstdError("the last zstd frame is cut short (truncated layer)")
+                return False
+        if self._frame is None or self._frame.eof:
+            self._frame = self._dctx.decompressobj()
+        chunk, self._pending = self._pending[: self.STEP], self._pending[self.STEP :]
+        self._out, self._pos = self._frame.decompress(chunk), 0
+        if self._frame.eof:  # the next frame starts in what this one did not use
+            self._pending = self._frame.unused_data + self._pending
+        return True
+
+    def close(self) -> None:
+        self._src.close()
+        super().close()
+
+
+def _open_layer(path: Path, media_type: str) -> IO[bytes]:
+    if media_type in (MEDIA_TYPE_GZIP, DOCKER_LAYER_GZIP):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if media_type == MEDIA_TYPE_ZSTD:
+        return _ZstdReader(open(path, "rb"))  # type: ignore[return-value]
+    if media_type == MEDIA_TYPE_TAR:
+        return open(path, "rb")
+    raise VerifyError(
+        f"unsupported layer media type {media_type!r}", "hermetic unpacks tar, tar+gzip and tar+zstd layers", ""
+    )
+
+
+def _undecompressable(blob: Path, media_type: str, exc: BaseException) -> VerifyError:
+    return VerifyError(
+        f"layer {blob.name} cannot be decompressed",
+        f"{media_type}: {exc}",
+        "the blob is damaged or not what its media type says: pull or rebuild the image",
+    )
+
+
+def layer_diff_id(blob: Path, media_type: str) -> str:
+    """sha256 of the uncompressed layer."""
+    h = hashlib.sha256()
+    try:
+        with _open_layer(blob, media_type) as raw:
+            while block := raw.read(1 << 20):
+                h.update(block)
+    except (OSError, *_DECOMPRESS_ERRORS) as exc:
+        raise _undecompressable(blob, media_type, exc) from exc
+    return "sha256:" + h.hexdigest()
+
+
+DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+
+
+# what decompressing a damaged layer raises, besides OSError
+_DECOMPRESS_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)

@@ -11,140 +11,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermetic.core import times
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.core.staging import staged_dir
-from hermetic.model.record import load_build_record
-from hermetic.oci.layer import LayerInfo, write_layer
-from hermetic.oci.transport import document_limit, too_large
-
-OCI_LAYOUT_VERSION = "1.0.0"
-MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-MT_INDEX = "application/vnd.oci.image.index.v1+json"
-MT_CONFIG = "application/vnd.oci.image.config.v1+json"
-MT_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-MT_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-MANIFEST_TYPES = (MT_MANIFEST, MT_DOCKER_MANIFEST)
-INDEX_TYPES = (MT_INDEX, MT_DOCKER_LIST)
-REF_NAME = "org.opencontainers.image.ref.name"
-LABEL_PREFIX = "io.hermetic."
-LLVM_SOURCE_URL = "https://github.com/llvm/llvm-project"
-LLVM_LICENSE = "Apache-2.0 WITH LLVM-exception"
-
-_ARCH = {
-    "x86_64": "amd64",
-    "amd64": "amd64",
-    "aarch64": "arm64",
-    "arm64": "arm64",
-    "ppc64le": "ppc64le",
-    "s390x": "s390x",
-}
-
-
-def canonical_json(data: Mapping[str, Any]) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def host_arch() -> str:
-    machine = platform.machine().lower()
-    return _ARCH.get(machine, machine)
-
-
-def parse_json(data: bytes | str, what: str, fix: str = "") -> Any:
-    """JSON from a file or a registry, any malformed input (nested too deep included) a VerifyError."""
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        why = str(exc) if isinstance(exc, ValueError) else "it is nested too deeply"
-        raise VerifyError(f"{what} is not valid JSON", why[:300], fix) from None
-
-
-MALFORMED = "the image is malformed: write it again (`hermetic image`) or pull it again; if it came so from a registry, ask its publisher"
-
-
-def _mapping(value: Any, what: str, where: str) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise VerifyError(f"malformed descriptor in {where}", f"its {what} is not an object", MALFORMED)
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def split_digest(digest: str) -> tuple[str, str]:
-    algo, _, hexpart = digest.partition(":")
-    if algo != "sha256" or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
-        raise VerifyError(
-            f"unsupported or malformed digest {digest[:80]!r}", "hermetic handles sha256 digests only (sha256: and 64 hex digits)",
-            "name the image by a sha256 digest; an image with other digests: rewrite it with sha256 (skopeo copy)",
-        )
-    return algo, hexpart
-
-
-@dataclass(frozen=True)
-class Descriptor:
-    media_type: str
-    digest: str
-    size: int
-    platform: Mapping[str, str] | None = None
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
-        if self.platform:
-            out["platform"] = dict(self.platform)
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Descriptor:
-        if not isinstance(data, dict):
-            raise VerifyError(f"malformed descriptor in {where}", "a descriptor is a JSON object", MALFORMED)
-        missing = [k for k in ("mediaType", "digest", "size") if k not in data]
-        if missing:
-            raise VerifyError(f"malformed descriptor in {where}", f"it has no {', '.join(missing)}", MALFORMED)
-        size = data["size"]
-        # an int64 as the image spec says: not a float (1e999), not a bool, not a string
-        if type(size) is not int or not 0 <= size < 1 << 63:
-            raise VerifyError(f"malformed descriptor in {where}", f"size {str(size)[:40]!r} is not a byte count", MALFORMED)
-        if not isinstance(data["mediaType"], str) or not isinstance(data["digest"], str):
-            raise VerifyError(f"malformed descriptor in {where}", "mediaType and digest must be strings", MALFORMED)
-        desc = cls(
-            media_type=data["mediaType"],
-            digest=data["digest"],
-            size=size,
-            platform=_mapping(data["platform"], "platform", where) if data.get("platform") else None,
-            annotations=_mapping(data.get("annotations") or {}, "annotations", where),
-        )
-        try:
-            split_digest(desc.digest)
-        except VerifyError as exc:
-            raise VerifyError(f"malformed descriptor in {where}", exc.what, MALFORMED) from None
-        return desc
-
-    @property
-    def ref_name(self) -> str:
-        return self.annotations.get(REF_NAME, "")
-
-
-@dataclass(frozen=True)
-class LayoutRef:
-    """A local OCI image layout as an image source: `oci:PATH[:TAG]`, TAG an index.json ref name."""
-
-    path: Path
-    tag: str = ""
-
-    def __str__(self) -> str:
-        return f"oci:{self.path}" + (f":{self.tag}" if self.tag else "")
+from hermetic.oci.http import document_limit, too_large
+from hermetic.oci.types import (
+    INDEX_TYPES,
+    MALFORMED,
+    MANIFEST_TYPES,
+    MT_CONFIG,
+    MT_INDEX,
+    OCI_LAYOUT_VERSION,
+    Descriptor,
+    host_arch,
+    parse_json,
+    sha256_digest,
+    split_digest,
+)
 
 
 class Layout:
@@ -406,144 +292,6 @@ def pick_root(layout: Layout, ref_name: str | None = None) -> Descriptor:
 
 
 # -- building an image from a record ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    """Everything that goes into an LLVM image; parsed once from a build record."""
-
-    variant: str
-    version: str
-    prefix: str  # "/usr/lib64/<recipe>-<variant>-<version>"
-    install_root: Path
-    epoch: int
-    arch: str
-    os: str
-    recipe: Mapping[str, str]
-    sources: tuple[tuple[str, str], ...]  # (file, sha256)
-    tree_digest: str
-    pruned: str = ""
-
-    @property
-    def title(self) -> str:
-        return f"{self.recipe.get('name', 'llvm')}-{self.variant}-{self.version}"
-
-    @property
-    def name(self) -> str:
-        return f"{self.title}-{self.os}-{self.arch}"
-
-    def labels(self) -> dict[str, str]:
-        labels = {
-            "org.opencontainers.image.title": self.title,
-            "org.opencontainers.image.version": self.version,
-        }
-        if self.recipe.get("name", "llvm") == "llvm":
-            # LLVM's upstream and licence; a build record names no such thing for another recipe (the tests' tiny)
-            labels |= {
-                "org.opencontainers.image.source": LLVM_SOURCE_URL,
-                "org.opencontainers.image.revision": f"llvmorg-{self.version}",
-                "org.opencontainers.image.licenses": LLVM_LICENSE,
-            }
-        labels |= {
-            "org.opencontainers.image.created": times.iso(self.epoch),
-            LABEL_PREFIX + "recipe": self.recipe.get("name", "llvm"),
-            LABEL_PREFIX + "recipe.version": self.recipe.get("version", self.version),
-            LABEL_PREFIX + "recipe.digest": self.recipe.get("digest", ""),
-            LABEL_PREFIX + "variant": self.variant,
-            LABEL_PREFIX + "prefix": self.prefix,
-            LABEL_PREFIX + "tree.digest": self.tree_digest,
-        }
-        if self.pruned:
-            labels[LABEL_PREFIX + "pruned.digest"] = "sha256:" + self.pruned.removeprefix("sha256:")
-        for file, sha in self.sources:
-            labels[LABEL_PREFIX + "source." + file] = "sha256:" + sha.removeprefix("sha256:")
-        return labels
-
-
-def spec_from_record(record_path: Path, arch: str | None = None) -> ImageSpec:
-    rec = load_build_record(record_path)
-    recipe = {"name": rec.recipe.name, "version": rec.recipe.version, "digest": rec.recipe.digest}
-    variant = rec.variant
-    prefix = "/" + rec.prefix.strip("/")
-    epoch = rec.source_date_epoch
-    install_root = Path(rec.install_root)
-    tree = rec.tree.digest
-    sources = tuple(sorted((s.file, s.sha256) for s in rec.sources))
-    if not install_root.is_absolute():
-        install_root = (record_path.parent / install_root).resolve()
-    version = recipe.get("version") or prefix.rsplit("-", 1)[-1]
-    expected = f"/usr/lib64/{recipe['name']}-{variant}-{version}"
-    if prefix != expected:
-        raise VerifyError(
-            f"unexpected prefix {prefix} in {record_path}", f"images hold {expected}", "rebuild the variant"
-        )
-    return ImageSpec(
-        variant=variant,
-        version=version,
-        prefix=prefix,
-        install_root=install_root,
-        epoch=epoch,
-        arch=arch or rec.arch or host_arch(),  # a record without arch predates cross builds: this machine's
-        os="linux",
-        recipe=recipe,
-        sources=sources,
-        tree_digest=tree,
-        pruned=rec.pruned.sha256 if rec.pruned else "",
-    )
-
-
-@dataclass(frozen=True)
-class ImageResult:
-    layout: Path
-    manifest: Descriptor
-    config_digest: str
-    layer: LayerInfo
-    name: str
-    seconds: float
-
-
-def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> ImageResult:
-    """Write the layout into a temp dir beside `output`, then move it into place."""
-    import time
-
-    start = time.monotonic()
-    output = output.resolve()
-    with staged_dir(output, _replace_dir) as tmpdir:
-        layout = Layout(tmpdir)
-        layout.init()
-        tmp_layer = tmpdir / "blobs" / "sha256" / ".layer.tmp"
-        with open(tmp_layer, "wb") as f:
-            layer = write_layer(f, spec.install_root, spec.prefix, spec.epoch, compression)
-        os.replace(tmp_layer, layout.blob_path(layer.digest))
-        labels = spec.labels()
-        created = times.iso(spec.epoch)
-        config = {
-            "architecture": spec.arch,
-            "os": spec.os,
-            "created": created,
-            "config": {"Labels": labels},
-            "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
-            "history": [{"created": created, "created_by": f"hermetic image llvm --variant {spec.variant}"}],
-        }
-        config_bytes = canonical_json(config)
-        config_digest = layout.put_bytes(config_bytes)
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": MT_MANIFEST,
-            "config": {"mediaType": MT_CONFIG, "digest": config_digest, "size": len(config_bytes)},
-            "layers": [{"mediaType": layer.media_type, "digest": layer.digest, "size": layer.size}],
-            "annotations": {k: v for k, v in labels.items() if k.startswith("org.opencontainers.image.")},
-        }
-        manifest_bytes = canonical_json(manifest)
-        desc = Descriptor(
-            MT_MANIFEST,
-            layout.put_bytes(manifest_bytes),
-            len(manifest_bytes),
-            platform={"architecture": spec.arch, "os": spec.os},
-            annotations={REF_NAME: spec.name},
-        )
-        layout.write_index([desc])
-    return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
 
 
 def replacer(option: str) -> Callable[[Path, Path], None]:

@@ -20,33 +20,39 @@ from pathlib import Path
 from typing import IO, Any
 
 from hermetic.core.errors import RegistryError, VerifyError, disk_full
-from hermetic.oci.answers import RETRY_STATUSES, error_for, manifest_not_found, no_query
-from hermetic.oci.auth import Tokens, basic, find_credentials, merge_scopes, parse_challenge
-from hermetic.oci.layout import (
+from hermetic.core.names import DOCKER_HUB, DOCKER_HUB_API
+from hermetic.oci.http import (
+    MAX_REDIRECTS,
+    PLAIN_HTTP,
+    REDIRECTS,
+    RETRY_STATUSES,
+    TRUST_CA,
+    Tokens,
+    TransientRegistryError,
+    basic,
+    checked_url,
+    document_limit,
+    error_for,
+    find_credentials,
+    manifest_not_found,
+    merge_scopes,
+    no_query,
+    parse_challenge,
+    read_body,
+    send_once,
+    tls_context,
+)
+from hermetic.oci.progress import Progress
+from hermetic.oci.types import (
     MT_DOCKER_LIST,
     MT_DOCKER_MANIFEST,
     MT_INDEX,
     MT_MANIFEST,
     Descriptor,
+    Reference,
     parse_json,
     sha256_digest,
     split_digest,
-)
-from hermetic.oci.progress import Progress
-from hermetic.oci.reference import Reference
-from hermetic.oci.transport import (
-    DOCKER_HUB,
-    DOCKER_HUB_API,
-    MAX_REDIRECTS,
-    PLAIN_HTTP,
-    REDIRECTS,
-    TRUST_CA,
-    TransientRegistryError,
-    checked_url,
-    document_limit,
-    read_body,
-    send_once,
-    tls_context,
 )
 
 __all__ = ["ACCEPT", "DEFAULT_CHUNK", "Progress", "RegistryClient", "Stats", "TransientRegistryError", "make_client"]

@@ -18,24 +18,21 @@ from typing import Any
 
 from hermetic.core.errors import RegistryError, UsageError, VerifyError
 from hermetic.core.staging import staged_dir
-from hermetic.oci.layout import (
+from hermetic.oci.http import document_limit, too_large
+from hermetic.oci.layer import layer_diff_id
+from hermetic.oci.layout import Layout, check_platform, pick_root, replacer, select_manifest
+from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, Stats
+from hermetic.oci.types import (
     INDEX_TYPES,
     MALFORMED,
     MANIFEST_TYPES,
     REF_NAME,
     Descriptor,
-    Layout,
     LayoutRef,
-    check_platform,
+    Reference,
     host_arch,
-    pick_root,
-    replacer,
-    select_manifest,
     sha256_digest,
 )
-from hermetic.oci.reference import Reference
-from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, Stats
-from hermetic.oci.transport import document_limit, too_large
 
 # -- push and pull ------------------------------------------------------------------
 
@@ -244,7 +241,7 @@ def _copy_verified(src: Layout, desc: Descriptor, dest: Path) -> None:
 
 
 def verify_diff_ids(layout: Layout, config: Mapping[str, Any], layers: Sequence[Descriptor]) -> None:
-    from hermetic.oci.unpack import layer_diff_id
+
 
     try:
         ids = [str(d) for d in config["rootfs"]["diff_ids"]]

@@ -38,7 +38,8 @@ from hermetic.core.log import Log
 from hermetic.fetch import sources, toolchain, wheelhouse
 from hermetic.model import recipe
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import MT_MANIFEST, REF_NAME, Descriptor, Layout, canonical_json, sha256_digest
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
 from hermetic.plan import steps
 
 ARTIFACT_TYPE = "application/vnd.hermetic.bundle.v1"

@@ -17,7 +17,7 @@ from hermetic.core.log import Log
 from hermetic.fetch import sources
 from hermetic.model import recipe, record
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import spec_from_record, write_image
+from hermetic.oci.image import spec_from_record, write_image
 from hermetic.plan import substitute
 
 

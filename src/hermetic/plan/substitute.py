@@ -35,11 +35,11 @@ from hermetic.core.errors import HermeticError, RegistryError, UsageError, Verif
 from hermetic.core.log import Log
 from hermetic.model import record
 from hermetic.model.settings import Substitute
-from hermetic.oci import referrers
-from hermetic.oci.layout import LABEL_PREFIX, REF_NAME, Descriptor, Layout, _replace_dir, pick_root, sha256_digest
-from hermetic.oci.reference import Reference
+from hermetic.oci import referrers, referrers_registry
+from hermetic.oci.layout import Layout, _replace_dir, pick_root
 from hermetic.oci.registry import ACCEPT, RegistryClient, _Response, make_client
 from hermetic.oci.transfer import pull_layout
+from hermetic.oci.types import LABEL_PREFIX, REF_NAME, Descriptor, Reference, sha256_digest
 from hermetic.oci.unpack import unpack_layout
 
 TAG_PREFIX = "inputs-"
@@ -222,7 +222,7 @@ def _install_into(
         try:
             desc = pull_layout(client, Reference(sub.registry, sub.repository, digest=hit.digest), layout_dir, arch=arch)
             layout = Layout(layout_dir)
-            refs, _ = referrers.pull_referrers(client, sub.repository, desc.digest, layout)
+            refs, _ = referrers_registry.pull_referrers(client, sub.repository, desc.digest, layout)
         except (VerifyError, UsageError) as exc:  # a digest or diff_id that fails, a platform that is not ours
             raise Refused(f"substitute {hit.ref} refused: {exc.what}" + (f" ({exc.why})" if exc.why else ""), "", "") from exc
     finally:

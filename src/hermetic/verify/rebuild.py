@@ -38,7 +38,8 @@ from hermetic.fetch import sources, toolchain
 from hermetic.model import recipe, record
 from hermetic.model.settings import Settings
 from hermetic.oci import referrers
-from hermetic.oci.layout import Layout, spec_from_record, write_image
+from hermetic.oci.image import spec_from_record, write_image
+from hermetic.oci.layout import Layout
 from hermetic.plan import steps
 from hermetic.verify import differences
 from hermetic.verify.report import DIFF_LINES, SHOWN_FILES, Comparison, Mismatch, Report

@@ -19,17 +19,19 @@ import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import provenance, sbom, sbom_wheel, signing
 from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record
-from hermetic.model.settings import Settings
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root, select_manifest
 from hermetic.oci.types import Descriptor
+
+if TYPE_CHECKING:
+    from hermetic.model.settings import Settings
 
 WHEEL_RECORD = "wheel-record.json"
 SBOM_SUFFIX = ".cdx.json"

@@ -15,14 +15,19 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hermetic.attest.signing import ANN_SIGNATURE, MT_SIMPLESIGNING, ImageSignature, SigningKey, sig_tag, sign_image
+from hermetic.attest.signing import ANN_SIGNATURE, MT_SIMPLESIGNING, sig_tag, sign_image
 from hermetic.core.errors import RegistryError, VerifyError
 from hermetic.oci import referrers
-from hermetic.oci.layout import Layout, pick_root
-from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, _Response
+from hermetic.oci.layout import pick_root
+from hermetic.oci.registry import DEFAULT_CHUNK, _Response
 from hermetic.oci.types import INDEX_TYPES, MT_MANIFEST, Descriptor, canonical_json, sha256_digest
+
+if TYPE_CHECKING:
+    from hermetic.attest.signing import ImageSignature, SigningKey
+    from hermetic.oci.layout import Layout
+    from hermetic.oci.registry import RegistryClient
 
 ANN_IDENTITY = "io.hermetic.signature.identity"
 MAX_PAYLOAD = 1 << 16

@@ -27,17 +27,19 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from securesystemslib.formats import encode_canonical
 
-from hermetic.attest.signing import SigningKey, VerifyKey
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import INDEX_TYPES, MANIFEST_TYPES
+
+if TYPE_CHECKING:
+    from hermetic.attest.signing import SigningKey, VerifyKey
 
 Artifacts = dict[str, dict[str, str]]
 STEPS = ("fetch", "prune", "build", "image", "wheel", "attest")

@@ -18,12 +18,15 @@ import json
 import platform
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic import __version__
-from hermetic.attest.sbom import ImageFacts, origin_uri, tool_version, toolchain_package, toolchain_purl
+from hermetic.attest.sbom import origin_uri, tool_version, toolchain_package, toolchain_purl
 from hermetic.core import times
-from hermetic.model.record import BuildRecord, Offline, ToolchainRef, ToolchainVersions, WheelRecord
+
+if TYPE_CHECKING:
+    from hermetic.attest.sbom import ImageFacts
+    from hermetic.model.record import BuildRecord, Offline, ToolchainRef, ToolchainVersions, WheelRecord
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

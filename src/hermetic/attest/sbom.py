@@ -20,13 +20,15 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic import __version__
 from hermetic.attest import licences
 from hermetic.core import times
-from hermetic.model.recipe import Recipe
-from hermetic.model.record import BuildRecord, ToolchainRef
+
+if TYPE_CHECKING:
+    from hermetic.model.recipe import Recipe
+    from hermetic.model.record import BuildRecord, ToolchainRef
 
 SPEC_VERSION = "1.6"
 SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"

@@ -9,7 +9,7 @@ sdist), each with its SPDX licence and where that was read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import licences
 from hermetic.attest.sbom import (
@@ -17,7 +17,6 @@ from hermetic.attest.sbom import (
     LLVM_LICENSE,
     LLVM_VCS,
     LLVM_WEBSITE,
-    LLVMOrigin,
     _bom,
     _license,
     _pinned_toolchain_component,
@@ -30,7 +29,10 @@ from hermetic.attest.sbom import (
     llvm_part,
     runtime_components,
 )
-from hermetic.model.record import BuildRecord, PinnedRequirement, ToolchainVersions, WheelRecord
+
+if TYPE_CHECKING:
+    from hermetic.attest.sbom import LLVMOrigin
+    from hermetic.model.record import BuildRecord, PinnedRequirement, ToolchainVersions, WheelRecord
 
 LIBRARIES = ("nanobind", "scikit-build-core", "packaging", "pathspec")
 

@@ -15,16 +15,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import attach as attest
 from hermetic.attest import image_signatures, provenance, sbom
-from hermetic.attest.signing import VerifyKey, check_image_signatures, dsse_open
+from hermetic.attest.signing import check_image_signatures, dsse_open
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SignatureError, UnsignedError, VerifyError
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root
 from hermetic.plan.bundle import is_bundle
+
+if TYPE_CHECKING:
+    from hermetic.attest.signing import VerifyKey
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ that runs hermetic, after checking that its version is the pinned one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import importlib.metadata
 import json
@@ -29,11 +31,14 @@ from pathlib import Path
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, SourceError
-from hermetic.core.log import Log, null_log
+from hermetic.core.log import null_log
 from hermetic.model.record import scan_tree, tree_digest
-from hermetic.model.settings import Settings
 from hermetic.core.staging import staged_dir, write_file
 from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 TOOLS = ("cmake", "ninja")  # the wheels whose executables a build runs
 UNPACK_LAYOUT = 1  # bump when what is unpacked changes

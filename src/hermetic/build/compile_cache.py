@@ -25,6 +25,8 @@ and nothing of a build is left behind on the machine but the shared cache.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grp
 import hashlib
 import os
@@ -42,7 +44,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CacheStats
-from hermetic.model.settings import CompileCache
+
+if TYPE_CHECKING:
+    from hermetic.model.settings import CompileCache
 
 CCACHE_MIN = (4, 7)  # redis+unix storage came with 4.7
 _FEATURE = {"redis+unix": "redis+unix-storage", "file": "file-storage", "redis": "redis-storage", "http": "http-storage"}

@@ -30,6 +30,8 @@ and the record says the network was reachable.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import json
 import re
@@ -45,7 +47,9 @@ from typing import Any
 from hermetic.fetch import toolchain
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CompileHostUse, DistributedCompiles
-from hermetic.model.settings import CompileHost, Distribution
+
+if TYPE_CHECKING:
+    from hermetic.model.settings import CompileHost, Distribution
 
 INSIDE_PORT = 3632  # the first relayed port inside the namespace: 127.0.0.1:3632, :3633, …
 DEPFILE_FLAG = "--hermetic-depfile"

@@ -7,6 +7,8 @@ two builds in different directories share nothing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dataclasses
 import errno
 import hashlib
@@ -24,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermetic.model import settings as settings_values
 from hermetic.core import platforms
 from hermetic.core import times
 from hermetic.build import buildtools, compile_cache, distribute, netrelay, sandbox
@@ -32,10 +33,13 @@ from hermetic.model import record
 from hermetic.fetch import toolchain
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import BuildError, EnvironmentError_, disk_full
-from hermetic.core.log import Log
-from hermetic.model.recipe import Recipe, Variant
-from hermetic.model.settings import Settings
 from hermetic.fetch.sources import PRUNE_RULES_VERSION
+
+if TYPE_CHECKING:
+    from hermetic.model import settings as settings_values
+    from hermetic.core.log import Log
+    from hermetic.model.recipe import Recipe, Variant
+    from hermetic.model.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ allow.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import json
 import os
@@ -55,9 +57,8 @@ from hermetic.core.errors import (
     UsageError,
 )
 from hermetic.build.llvm import toolchain_versions as llvm_toolchain_versions
-from hermetic.core.log import Log, null_log
-from hermetic.fetch.sdist import CachedSdist, SdistPin
-from hermetic.model.settings import Settings
+from hermetic.core.log import null_log
+from hermetic.fetch.sdist import SdistPin
 from hermetic.build.wheelfile import (
     WheelName,
     extension_problems,
@@ -69,7 +70,13 @@ from hermetic.build.wheelfile import (
     verify_record,
     version_key,
 )
-from hermetic.fetch.wheelhouse import Requirements, load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.fetch.sdist import CachedSdist
+    from hermetic.model.settings import Settings
+    from hermetic.fetch.wheelhouse import Requirements
 
 WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest import provenance
 from hermetic.attest.attach import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
 from hermetic.attest.image_signatures import sign_layout
-from hermetic.cli.common import Common, Subparsers, add_command, out, say
+from hermetic.cli.common import add_command, out, say
 from hermetic.cli.sign import add_sign_key, signing_key
 from hermetic.core.errors import UsageError
-from hermetic.model.settings import Settings
 from hermetic.oci.layout import Layout
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 
 def cmd_attest(args: argparse.Namespace, settings: Settings) -> int:

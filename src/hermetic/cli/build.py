@@ -7,12 +7,11 @@ import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.build import llvm, wheel
 from hermetic.cli.bundle import add_bundle, from_bundle
 from hermetic.cli.common import (
-    Common,
-    Subparsers,
     add_command,
     add_compile_cache,
     add_distribute,
@@ -25,15 +24,19 @@ from hermetic.cli.common import (
 )
 from hermetic.cli.sign import add_sign_key
 from hermetic.core import platforms
-from hermetic.core.log import Log, stderr_log
+from hermetic.core.log import stderr_log
 from hermetic.fetch import sources, toolchain
 from hermetic.model import recipe
 from hermetic.model.record import load_build_record, write_json
-from hermetic.model.settings import Settings
 from hermetic.oci.image import spec_from_record
 from hermetic.oci.index import merge_layouts
 from hermetic.plan import pipeline as plan
 from hermetic.plan import steps
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:

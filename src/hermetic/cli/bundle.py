@@ -6,21 +6,26 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest.image_signatures import sign_layout
 from hermetic.build import wheel
-from hermetic.cli.common import Common, Subparsers, add_command, out, say
+from hermetic.cli.common import add_command, out, say
 from hermetic.cli.sign import add_sign_key, signing_key
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.core.log import Log, stderr_log
+from hermetic.core.log import stderr_log
 from hermetic.core.platforms import machine_arch
 from hermetic.model import recipe
-from hermetic.model.settings import Settings
 from hermetic.oci.layout import Layout
 from hermetic.oci.registry import Progress, make_client
 from hermetic.oci.types import MT_MANIFEST, Descriptor, parse_reference, sha256_digest
 from hermetic.plan import bundle
 from hermetic.plan import pipeline as plan
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 
 def add_bundle(parser: argparse.ArgumentParser) -> None:

@@ -7,16 +7,20 @@ import json
 import os
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest.attach import WHEEL_RECORD, is_layout
 from hermetic.attest.inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
-from hermetic.cli.common import Common, Subparsers, add_command, add_platform, out, out_json
+from hermetic.cli.common import add_command, add_platform, out, out_json
 from hermetic.cli.oci import add_registry_options
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.model.settings import Settings
 from hermetic.oci.http import set_document_limit
 from hermetic.oci.targets import parse_image_source
 from hermetic.oci.types import LayoutRef
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 _WHAT = "inspect takes an image layout directory, REGISTRY/REPO[:TAG], a .whl, or an LLVM build record (record.json)"
 

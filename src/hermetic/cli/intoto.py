@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest import intoto
 from hermetic.attest.attach import find_wheel
 from hermetic.attest.signing import load_verify_key
-from hermetic.cli.common import Common, Subparsers, add_command, add_group, out, say
+from hermetic.cli.common import add_command, add_group, out, say
 from hermetic.cli.sign import add_sign_key, signing_key
 from hermetic.core.errors import UsageError
 from hermetic.model import record
-from hermetic.model.settings import Settings
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 
 def cmd_links(args: argparse.Namespace, settings: Settings) -> int:

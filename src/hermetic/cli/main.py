@@ -15,13 +15,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hermetic import __version__
 from hermetic.cli import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
-from hermetic.cli.common import Handler, common_parsers
+from hermetic.cli.common import common_parsers
 from hermetic.core.errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
 from hermetic.model.settings import resolve
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Handler
 
 # Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
 _GROUPS = (build, toolchain, oci, wheel, bundle, verify, attest, sign, intoto, inspect)

@@ -12,18 +12,17 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest.attach import attest_image
 from hermetic.attest.image_signatures import image_subjects, sign_layout
 from hermetic.attest.image_signatures import pull_into_layout as pull_signatures
 from hermetic.attest.image_signatures import push_from_layout as push_signatures
 from hermetic.cli import sign
-from hermetic.cli.common import Common, Subparsers, add_command, add_group, add_platform, out, say
+from hermetic.cli.common import add_command, add_group, add_platform, out, say
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe
 from hermetic.model.record import load_build_record
-from hermetic.model.settings import Settings
 from hermetic.oci.http import DEFAULT_MAX_DOCUMENT, set_document_limit
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.index import merge_layouts
@@ -34,10 +33,15 @@ from hermetic.oci.referrers_registry import pull_referrers, push_referrers
 from hermetic.oci.registry import DEFAULT_CHUNK, Progress, make_client
 from hermetic.oci.targets import make_parents, parse_image_source, pull_target, remove_created
 from hermetic.oci.transfer import pull_layout, pull_local, push_layout
-from hermetic.oci.types import INDEX_TYPES, Descriptor, LayoutRef, Reference, parse_reference
+from hermetic.oci.types import INDEX_TYPES, LayoutRef, Reference, parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 from hermetic.plan import substitute
 from hermetic.plan.bundle import is_bundle
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
+    from hermetic.oci.types import Descriptor
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest import image_signatures, signing, simple_signing
-from hermetic.cli.common import Common, Subparsers, add_command, add_group, out, say
+from hermetic.cli.common import add_command, add_group, out, say
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.model.settings import Settings
 from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.registry import Progress, make_client
 from hermetic.oci.targets import parse_image_source
 from hermetic.oci.types import LayoutRef, Reference, sha256_digest
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 
 def signing_key(settings: Settings, required: bool = False) -> signing.SigningKey | None:

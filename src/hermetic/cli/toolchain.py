@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.build import distribute
-from hermetic.cli.common import Common, Subparsers, add_command, add_group, out
+from hermetic.cli.common import add_command, add_group, out
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.log import stderr_log
 from hermetic.fetch import toolchain
-from hermetic.model.settings import Settings
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:

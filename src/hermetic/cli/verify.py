@@ -5,17 +5,21 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest.attach import WHEEL_RECORD, is_layout
 from hermetic.attest.signature_check import check_layout, check_wheel
 from hermetic.attest.signing import load_verify_key
-from hermetic.cli.common import Common, Subparsers, add_command, out, out_json, say
+from hermetic.cli.common import add_command, out, out_json, say
 from hermetic.core.errors import UsageError
 from hermetic.core.log import stderr_log
-from hermetic.model.settings import Settings
 from hermetic.oci.targets import parse_image_source
 from hermetic.oci.types import LayoutRef
 from hermetic.verify.rebuild import Mismatch, verify
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 
 def _artifact(text: str) -> Path:

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.attest.attach import attest_wheel
 from hermetic.build import wheel
 from hermetic.cli.bundle import add_bundle, from_bundle
-from hermetic.cli.common import Common, Subparsers, add_command, out, out_json
+from hermetic.cli.common import add_command, out, out_json
 from hermetic.core.errors import UsageError
 from hermetic.core.log import stderr_log
 from hermetic.core.platforms import machine_arch
-from hermetic.model.settings import Settings
+
+if TYPE_CHECKING:
+    from hermetic.cli.common import Common, Subparsers
+    from hermetic.model.settings import Settings
 
 # `--python` given without a value: list the interpreters instead of building.
 LIST_PYTHONS = "\0list"

@@ -14,10 +14,14 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.core.errors import SourceError
-from hermetic.core.log import Log, null_log
+from hermetic.core.log import null_log
 from hermetic.fetch.sources import admit_file, cached_file, download_verified, require_cached_file
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
 
 
 @dataclass(frozen=True)

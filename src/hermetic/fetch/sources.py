@@ -33,12 +33,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from hermetic.core.digests import file_sha256, stream_sha256
 from hermetic.core.errors import SourceError, SubprocessFailed, disk_full
-from hermetic.core.log import Log, null_log
-from hermetic.model.recipe import Archive, PruneRules, Recipe, Variant
+from hermetic.core.log import null_log
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.recipe import Archive, PruneRules, Recipe, Variant
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,22 @@ import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, SourceError, SubprocessFailed, UsageError, disk_full
-from hermetic.core.log import Log, null_log
-from hermetic.core.platforms import ARCHES, PLATFORMS, Platform, machine_arch, oci_arch, zig_arch
+from hermetic.core.log import null_log
+from hermetic.core.platforms import ARCHES, PLATFORMS, machine_arch, oci_arch, zig_arch
 from hermetic.core.staging import staged_dir, write_file
 from hermetic.fetch.sources import admit_file, cached_file
-from hermetic.model.record import ToolchainRef, scan_tree, tree_digest
+from hermetic.model.record import scan_tree, tree_digest
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.core.platforms import Platform
+    from hermetic.model.record import ToolchainRef
 
 KINDS = ("zig", "host")
 _GLIBC = re.compile(r"^2\.(\d+)$")

@@ -24,11 +24,14 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, RecipeError, SourceError, disk_full
-from hermetic.core.log import Log
-from hermetic.model.settings import Settings
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 # CPython versions whose build venvs the wheelhouse must serve: this machine's and the GPU runner's.
 TARGET_PYTHONS = ("3.11", "3.12")

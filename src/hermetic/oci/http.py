@@ -14,10 +14,13 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from hermetic.core.errors import HermeticError, RegistryError, UsageError, VerifyError
+from hermetic.core.errors import RegistryError, UsageError, VerifyError
 from hermetic.core.names import DOCKER_HUB, DOCKER_HUB_API
+
+if TYPE_CHECKING:
+    from hermetic.core.errors import HermeticError
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5

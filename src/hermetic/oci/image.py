@@ -6,14 +6,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.core import times
 from hermetic.core.errors import VerifyError
 from hermetic.core.staging import staged_dir
 from hermetic.model.record import load_build_record
-from hermetic.oci.layer import LayerInfo, write_layer
+from hermetic.oci.layer import write_layer
 from hermetic.oci.layout import Layout, _replace_dir
 from hermetic.oci.types import LABEL_PREFIX, MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json, host_arch
+
+if TYPE_CHECKING:
+    from hermetic.oci.layer import LayerInfo
 
 LLVM_SOURCE_URL = "https://github.com/llvm/llvm-project"
 

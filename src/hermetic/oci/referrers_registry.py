@@ -6,24 +6,27 @@ import json
 import urllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.core.errors import RegistryError, VerifyError
-from hermetic.oci.layout import Layout
 from hermetic.oci.referrers import (
     KIND_SIGNATURE,
     REFERRERS_FILE,
     VIA_API,
     VIA_TAG,
-    Referrer,
     _descriptor,
     _entries,
     _write_entries,
     fallback_tag,
     referrers,
 )
-from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, _Response
+from hermetic.oci.registry import DEFAULT_CHUNK, _Response
 from hermetic.oci.types import MT_INDEX, MT_MANIFEST, Descriptor, canonical_json, sha256_digest, split_digest
+
+if TYPE_CHECKING:
+    from hermetic.oci.layout import Layout
+    from hermetic.oci.referrers import Referrer
+    from hermetic.oci.registry import RegistryClient
 
 
 @dataclass(frozen=True)

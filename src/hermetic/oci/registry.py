@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hermetic.core.errors import RegistryError, VerifyError, disk_full
 from hermetic.core.names import DOCKER_HUB, DOCKER_HUB_API
@@ -48,12 +48,13 @@ from hermetic.oci.types import (
     MT_DOCKER_MANIFEST,
     MT_INDEX,
     MT_MANIFEST,
-    Descriptor,
-    Reference,
     parse_json,
     sha256_digest,
     split_digest,
 )
+
+if TYPE_CHECKING:
+    from hermetic.oci.types import Descriptor, Reference
 
 __all__ = ["ACCEPT", "DEFAULT_CHUNK", "Progress", "RegistryClient", "Stats", "TransientRegistryError", "make_client"]
 

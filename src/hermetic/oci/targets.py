@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.core.errors import UsageError
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import LayoutRef, Reference, _shown, parse_reference
+from hermetic.oci.types import LayoutRef, _shown, parse_reference
+
+if TYPE_CHECKING:
+    from hermetic.oci.types import Reference
 
 
 def pull_target(text: str, option: str) -> Path:

@@ -14,25 +14,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.core.errors import RegistryError, UsageError, VerifyError
 from hermetic.core.staging import staged_dir
 from hermetic.oci.http import document_limit, too_large
 from hermetic.oci.layer import layer_diff_id
 from hermetic.oci.layout import Layout, check_platform, pick_root, replacer, select_manifest
-from hermetic.oci.registry import DEFAULT_CHUNK, RegistryClient, Stats
-from hermetic.oci.types import (
-    INDEX_TYPES,
-    MALFORMED,
-    MANIFEST_TYPES,
-    REF_NAME,
-    Descriptor,
-    LayoutRef,
-    Reference,
-    host_arch,
-    sha256_digest,
-)
+from hermetic.oci.registry import DEFAULT_CHUNK
+from hermetic.oci.types import INDEX_TYPES, MALFORMED, MANIFEST_TYPES, REF_NAME, Descriptor, host_arch, sha256_digest
+
+if TYPE_CHECKING:
+    from hermetic.oci.registry import RegistryClient, Stats
+    from hermetic.oci.types import LayoutRef, Reference
 
 # -- push and pull ------------------------------------------------------------------
 

@@ -22,18 +22,22 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.core.errors import UsageError, VerifyError, disk_full
-from hermetic.model.record import BuildRecord, TreeEntry, compare_trees, load_build_record, scan_tree
+from hermetic.model.record import compare_trees, load_build_record, scan_tree
 from hermetic.oci.layer import (
     _DECOMPRESS_ERRORS,
     _HashingReader,
     _open_layer,
     _undecompressable,
 )
-from hermetic.oci.layout import Layout, pick_root, select_manifest
-from hermetic.oci.types import Descriptor
+from hermetic.oci.layout import pick_root, select_manifest
+
+if TYPE_CHECKING:
+    from hermetic.model.record import BuildRecord, TreeEntry
+    from hermetic.oci.layout import Layout
+    from hermetic.oci.types import Descriptor
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

@@ -28,19 +28,21 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.build import wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.core.log import Log
 from hermetic.fetch import sources, toolchain, wheelhouse
 from hermetic.model import recipe
-from hermetic.model.settings import Settings
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
 from hermetic.plan import steps
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 ARTIFACT_TYPE = "application/vnd.hermetic.bundle.v1"
 MT_INDEX = "application/vnd.hermetic.bundle.index.v1+json"

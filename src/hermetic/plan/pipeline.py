@@ -16,16 +16,19 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.build import compile_cache, distribute, llvm, wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, RegistryError, SourceError
-from hermetic.core.log import Log
 from hermetic.fetch import sources, toolchain, wheelhouse
 from hermetic.model import recipe
-from hermetic.model.settings import Settings
 from hermetic.plan import steps, substitute
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 RUN, DONE, SKIP, PULL = "run", "done", "skip", "pull"
 

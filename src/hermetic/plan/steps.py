@@ -7,18 +7,21 @@ import json
 import lzma
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest.attach import attest_image, attest_wheel
 from hermetic.build import llvm, wheel
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, VerifyError
-from hermetic.core.log import Log
 from hermetic.fetch import sources
-from hermetic.model import recipe, record
-from hermetic.model.settings import Settings
+from hermetic.model import record
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.plan import substitute
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model import recipe
+    from hermetic.model.settings import Settings
 
 
 def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive, variant: recipe.Variant) -> Path:

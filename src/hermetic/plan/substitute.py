@@ -27,20 +27,23 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import provenance
 from hermetic.build import llvm
 from hermetic.core.errors import HermeticError, RegistryError, UsageError, VerifyError
-from hermetic.core.log import Log
 from hermetic.model import record
-from hermetic.model.settings import Substitute
 from hermetic.oci import referrers, referrers_registry
 from hermetic.oci.layout import Layout, _replace_dir, pick_root
-from hermetic.oci.registry import ACCEPT, RegistryClient, _Response, make_client
+from hermetic.oci.registry import ACCEPT, _Response, make_client
 from hermetic.oci.transfer import pull_layout
 from hermetic.oci.types import LABEL_PREFIX, REF_NAME, Descriptor, Reference, sha256_digest
 from hermetic.oci.unpack import unpack_layout
+
+if TYPE_CHECKING:
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Substitute
+    from hermetic.oci.registry import RegistryClient
 
 TAG_PREFIX = "inputs-"
 TAG_HEX = 32  # 128 bits of the inputs digest: a tag to find a candidate by, never the proof of one

@@ -33,10 +33,9 @@ from hermetic.build import llvm
 from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, UsageError, VerifyError
-from hermetic.core.log import Log, stderr_log
+from hermetic.core.log import stderr_log
 from hermetic.fetch import sources, toolchain
 from hermetic.model import recipe, record
-from hermetic.model.settings import Settings
 from hermetic.oci import referrers
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.layout import Layout
@@ -48,6 +47,8 @@ __all__ = ["DIFF_LINES", "SHOWN_FILES", "Comparison", "Mismatch", "Report", "ver
 
 if TYPE_CHECKING:
     from hermetic.build.wheel import Interpreter
+    from hermetic.core.log import Log
+    from hermetic.model.settings import Settings
 
 # -- conditions of the rebuild -------------------------------------------------------------------------------
 

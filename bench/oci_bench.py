@@ -29,12 +29,12 @@ from typing import Any
 import zstandard
 
 from devtools.servers import Registry
-from hermetic.oci.layer import ZSTD_LEVEL, compressor_version, write_tar
 from hermetic.oci.image import ImageSpec, spec_from_record, write_image
+from hermetic.oci.layer import ZSTD_LEVEL, compressor_version, write_tar
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
+from hermetic.oci.types import parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 
 ANCHORS_MB = {

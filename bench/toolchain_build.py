@@ -31,8 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hermetic
 
+from hermetic.build import wrappers  # noqa: E402
 from hermetic.core import platforms  # noqa: E402
 from hermetic.fetch import toolchain  # noqa: E402
+from hermetic.model import toolchains  # noqa: E402
 from hermetic.model.settings import resolve  # noqa: E402
 
 
@@ -99,9 +101,9 @@ def main() -> int:
     for label, how, arches in ways:
         work = base / label
         for arch in arches:
-            tc = toolchain.select(toolchain.load(settings.toolchain_dir), "zig", arch=platforms.zig_arch(arch))
+            tc = toolchains.select(toolchains.load(settings.toolchain_dir), "zig", arch=platforms.zig_arch(arch))
             zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, "--no-urls" not in extra)
-            prep = toolchain.prepare(tc, zig_root, base / "prime" / label / arch, settings.toolchain_dir, work / "zig-cache")
+            prep = wrappers.prepare(tc, zig_root, base / "prime" / label / arch, settings.toolchain_dir, work / "zig-cache")
             t0 = time.monotonic()
             subprocess.run([prep.env["CXX"], "-O2", str(hello), "-o", str(base / "prime" / label / arch / "hello")],
                            check=True, env=dict(os.environ, **prep.env))

@@ -67,12 +67,12 @@ class SharedBuilds:
 
     def inputs_digest(self, recipe_dir: Path, variant: str, toolchain: str, arch: str | None, version: str | None) -> str:
         from hermetic.build import llvm
-        from hermetic.fetch import toolchain as tc_mod
-        from hermetic.model import recipe
+        from hermetic.core import platforms
+        from hermetic.model import recipe, toolchains
 
         rec = recipe.load_at(recipe_dir, version, ROOT)
         var = recipe.resolve_variant(rec, variant)
-        tc = tc_mod.select(tc_mod.load(ROOT / "toolchain"), toolchain, None, tc_mod.zig_arch(arch or tc_mod.machine_arch()))
+        tc = toolchains.select(toolchains.load(ROOT / "toolchain"), toolchain, None, platforms.zig_arch(arch or platforms.machine_arch()))
         return llvm.inputs_digest(rec, var, llvm.source_identity("pruned"), tc)
 
     def get(self, recipe_dir: Path, variant: str, toolchain: str, *, arch: str | None = None,

@@ -40,8 +40,7 @@ import pytest
 from devtools.debian_root import make_root
 from helpers import ROOT, run_hermetic
 from hermetic.core import platforms
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 
 PLATFORM = "manylinux_2_28_aarch64"
 ARM = platforms.PLATFORMS["arm64"]
@@ -79,7 +78,7 @@ def arm64_python(source_cache: Path) -> Path:
 
 
 def _qemu(python: Path) -> list[str]:
-    return [ARM.emulator[0], "-L", str(toolchain.program_root(python, ARM)), str(python)]
+    return [ARM.emulator[0], "-L", str(toolchains.program_root(python, ARM)), str(python)]
 
 
 def _site(wheels: list[Path], dest: Path, platform_args: list[str]) -> Path:
@@ -155,7 +154,7 @@ def test_the_arm64_probe_wheel_is_tagged_manylinux_2_28_aarch64_as_auditwheel_ag
         (so,) = [n for n in z.namelist() if n.endswith(".so")]
         data = z.read(so)
     assert so.endswith(".cpython-311-aarch64-linux-gnu.so"), so
-    assert toolchain.elf_machine(data[:20]) == ARM.elf_machine
+    assert toolchains.elf_machine(data[:20]) == ARM.elf_machine
     assert b"zig-cache" not in data and str(arm["work"]).encode() not in data
 
 

@@ -33,8 +33,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
 from helpers import ROOT, run_hermetic
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 
 PROJECT = ROOT / "tests" / "functional" / "projects" / "llvmprobe"
 PLATFORM = "manylinux_2_28_x86_64"
@@ -69,7 +68,7 @@ def _extension(wheel: Path) -> tuple[str, bytes]:
 
 def test_the_llvm_s_record_chose_zig_and_a_rebuild_elsewhere_is_identical(built: dict[str, Any]) -> None:
     rec = built["record"]
-    zig = toolchain.for_root(ROOT, "zig")
+    zig = toolchains.for_root(ROOT, "zig")
     assert rec["toolchain_id"] == zig.identity() and built["llvm"].toolchain_ref.kind == "zig"
     assert built["printed"]["toolchain"] == record.ToolchainRef.from_mapping(zig.identity()).label
     report = built["verify"]
@@ -136,7 +135,7 @@ def test_the_wheel_installs_and_calls_llvm(built: dict[str, Any], tmp_path: Path
 
 
 def test_the_sbom_and_provenance_name_the_pinned_toolchain(built: dict[str, Any]) -> None:
-    zig = toolchain.for_root(ROOT, "zig")
+    zig = toolchains.for_root(ROOT, "zig")
     wheel = built["wheel"]
     bom = json.loads(wheel.with_name(wheel.name + ".cdx.json").read_text())
     tools = {c["bom-ref"]: c for c in bom["formulation"][0]["components"]}

@@ -19,8 +19,8 @@ from helpers import hermetic
 from hermetic.attest import provenance, sbom
 from hermetic.model import record
 from hermetic.oci import referrers
-from hermetic.oci.types import MT_INDEX, MT_MANIFEST
 from hermetic.oci.layout import Layout, pick_root
+from hermetic.oci.types import MT_INDEX, MT_MANIFEST
 from hermetic.plan import substitute
 from schemas import cyclonedx
 

@@ -31,6 +31,7 @@ from hermetic.build import compile_cache, distribute
 from hermetic.core import platforms
 from hermetic.fetch import toolchain
 from hermetic.model import settings as settings_values
+from hermetic.model import toolchains
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +57,7 @@ def _distcc_env(tmp_path: Path, bin_dir: Path, daemon: Distccd, name: str) -> di
 
 def _zig_wrappers(tmp_path: Path, source_cache: Path) -> dict[str, Path]:
     """The pinned zig's compiler wrappers of a distributed build, in tmp_path/bin."""
-    tc = toolchain.for_root(ROOT)
+    tc = toolchains.for_root(ROOT)
     zig = toolchain.unpacked(source_cache, tc)
     assert zig is not None
     return distribute.write_wrappers(tc, zig, tmp_path / "zig-cache", tmp_path / "bin")
@@ -130,7 +131,7 @@ def test_a_cross_compile_goes_to_a_host_set_up_for_the_target(tmp_path: Path, co
     host = tmp_path / "host"
     proc = hermetic("toolchain", "compile-host", str(host), "--cache", str(source_cache), "--toolchain", "zig",
                     "--arch", "arm64")
-    arm = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
+    arm = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
     names = [distribute.compiler_name(arm, lang) for lang in distribute.LANGS]
     assert json.loads(proc.stdout)["compilers"] == names
     zig = toolchain.unpacked(source_cache, arm)
@@ -226,7 +227,7 @@ def test_the_hosts_compiled_and_the_record_counts_it_as_they_do(spread_build: An
         assert abs(h["compiles"] - killed[daemon.addr]) <= daemon.slots and h["compiles"] >= 1, (h, killed, daemon.log)
     assert d["remote"] == sum(h["compiles"] for h in d["hosts"]) >= 15
     assert d["jobs"] == (os.cpu_count() or 2) + 5 == rec["jobs"]
-    assert d["compilers"] == [distribute.compiler_name(toolchain.for_root(ROOT), lang) for lang in ("cc", "c++")]
+    assert d["compilers"] == [distribute.compiler_name(toolchains.for_root(ROOT), lang) for lang in ("cc", "c++")]
 
 
 def test_hosts_that_die_mid_build_are_compiled_around_and_the_record_says_so(spread_build: Any) -> None:

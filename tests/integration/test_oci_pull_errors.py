@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from helpers import hermetic
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json, parse_reference
 
 Registry = Any  # the fixture class in conftest.py
 

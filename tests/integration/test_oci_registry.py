@@ -22,11 +22,11 @@ from hermetic.cli.common import common_parsers
 from hermetic.core.errors import RegistryError, VerifyError
 from hermetic.model.record import BuildRecord, load_build_record, scan_tree, tree_digest
 from hermetic.model.settings import Settings
-from hermetic.oci.layout import Layout
 from hermetic.oci.image import spec_from_record, write_image
-from hermetic.oci.types import parse_reference
+from hermetic.oci.layout import Layout
 from hermetic.oci.registry import Progress, RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
+from hermetic.oci.types import parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 
 Registry = Any  # the fixture class in conftest.py

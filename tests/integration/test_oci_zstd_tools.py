@@ -20,13 +20,12 @@ import pytest
 from test_oci_registry import buildah_copy_from, buildah_store, prefix_of, run, tree_digest_of
 
 from hermetic.model.record import BuildRecord, load_build_record
-from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD
-from hermetic.oci.types import Descriptor
 from hermetic.oci.image import ImageResult, spec_from_record, write_image
+from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
+from hermetic.oci.types import Descriptor, parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 
 Registry = Any  # the fixture class in conftest.py

@@ -30,8 +30,8 @@ from devtools.registry_servers import (
     token_auth,
 )
 from hermetic.oci.layer import write_layer
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "builder", "correct horse battery"

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
+from hermetic.build import wrappers
 from hermetic.build.llvm import zig_global_cache
 from hermetic.fetch import toolchain
+from hermetic.model import toolchains
 
 PROGRAM = r"""
 #include <iostream>
@@ -33,7 +35,7 @@ int main() {
 def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_cache: Path, tiny: tuple[str, ...]) -> None:
     if platform.machine() != "x86_64":
         pytest.skip("the pinned ziglang wheel is the x86_64 one")
-    tc = toolchain.for_root(ROOT, "zig")
+    tc = toolchains.for_root(ROOT, "zig")
     assert tc.name == "zig" and tc.target == "x86_64-linux-gnu.2.28"
     # From the cache when a build already fetched it, else PyPI (pip download, hash-checked twice).
     root = toolchain.ensure(source_cache, tc, [], use_urls=True)
@@ -41,13 +43,13 @@ def test_pinned_zig_compiles_and_runs_cpp_for_glibc_2_28(tmp_path: Path, source_
     # `hermetic fetch --toolchain zig` finds the same verified tree
     got = json.loads(hermetic("fetch", *tiny, "--toolchain", "zig", "--cache", str(source_cache), "-q").stdout)
     assert got["toolchain"] == {"label": tc.label, "path": str(root)}
-    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
+    prep = wrappers.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
                              global_cache=zig_global_cache(source_cache))
     src = tmp_path / "main.cpp"
     src.write_text(PROGRAM)
     exe = tmp_path / "main"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LC_ALL": "C"}
-    toolchain.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
+    wrappers.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert out == "unwound 39\n"
     # zig's caches stayed where hermetic put them (its runtimes in the source cache's, shared by every build of
@@ -72,16 +74,16 @@ def test_glibc_2_17_floor_compiles_and_runs_cpp(tmp_path: Path, source_cache: Pa
     """`--glibc 2.17` (manylinux2014's floor): the same program against zig's glibc 2.17 stubs."""
     if platform.machine() != "x86_64":
         pytest.skip("the pinned ziglang wheel is the x86_64 one")
-    tc = toolchain.for_root(ROOT, "zig", glibc="2.17")
+    tc = toolchains.for_root(ROOT, "zig", glibc="2.17")
     assert tc.target == "x86_64-linux-gnu.2.17"
     root = toolchain.ensure(source_cache, tc, [], use_urls=True)
     assert root is not None
-    prep = toolchain.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
+    prep = wrappers.prepare(tc, root, tmp_path / "tc", ROOT / "toolchain", tmp_path / "zig-cache",
                              global_cache=zig_global_cache(source_cache))
     src = tmp_path / "main.cpp"
     src.write_text(PROGRAM)
     exe = tmp_path / "main"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LC_ALL": "C"}
-    toolchain.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
+    wrappers.run_checked([prep.env["CXX"], "-O2", "-std=c++17", str(src), "-o", str(exe)], "compile with zig c++", env, tmp_path)
     assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "unwound 39\n"
     assert max(_glibc_versions(exe)) <= (2, 17), sorted(_glibc_versions(exe))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from hermetic.fetch.sources import write_archive
+from hermetic.fetch.prune import write_archive
 
 HERE = Path(__file__).resolve().parent
 RECIPE = HERE / "tiny"

@@ -14,8 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 from hermetic.model.settings import Settings, resolve
 from hermetic.oci.image import spec_from_record, write_image
 
@@ -47,7 +46,7 @@ ZIG_ID = {
     "sha256": "ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54",
     "target": "x86_64-linux-gnu.2.28",
     "unpack_layout": "1",
-    "wrappers": str(toolchain.WRAPPERS_VERSION),
+    "wrappers": str(toolchains.WRAPPERS_VERSION),
 }
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic.build import llvm
+from hermetic.build import llvm, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
-from hermetic.fetch import toolchain
-from hermetic.model import recipe, record
+from hermetic.model import recipe, record, toolchains
 from hermetic.model.settings import Settings, resolve
 from hermetic.oci.image import spec_from_record
 from hermetic.plan import pipeline as plan
@@ -34,8 +33,8 @@ def on_amd64(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platforms.platform, "machine", lambda: "x86_64")
 
 
-def _zig(arch: str | None = None) -> toolchain.Toolchain:
-    return toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, arch)
+def _zig(arch: str | None = None) -> toolchains.Toolchain:
+    return toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", None, arch)
 
 
 # --- the names, as data ---------------------------------------------------------------
@@ -112,28 +111,28 @@ def test_all_plans_every_arch_and_the_index_before_it_runs_anything(tmp_path: Pa
 
 
 def test_the_host_compiler_does_not_cross_compile(on_amd64: None) -> None:
-    catalog = toolchain.load(ROOT / "toolchain")
-    assert toolchain.select(catalog, "host", None, "x86_64").kind == "host"  # this machine's arch: fine
+    catalog = toolchains.load(ROOT / "toolchain")
+    assert toolchains.select(catalog, "host", None, "x86_64").kind == "host"  # this machine's arch: fine
     with pytest.raises(UsageError) as err:
-        toolchain.select(catalog, "host", None, "aarch64")
+        toolchains.select(catalog, "host", None, "aarch64")
     assert "--arch arm64" in err.value.what and "--toolchain zig --arch arm64" in err.value.fix
 
 
 def test_a_cross_build_has_a_build_machine_toolchain_and_a_native_one_none(on_amd64: None) -> None:
-    assert toolchain.for_build_machine(_zig("x86_64")) is None
-    assert toolchain.for_build_machine(toolchain.select(toolchain.load(ROOT / "toolchain"), "host")) is None
-    target = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17", "aarch64")
-    build = toolchain.for_build_machine(target)
+    assert toolchains.for_build_machine(_zig("x86_64")) is None
+    assert toolchains.for_build_machine(toolchains.select(toolchains.load(ROOT / "toolchain"), "host")) is None
+    target = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", "2.17", "aarch64")
+    build = toolchains.for_build_machine(target)
     assert build is not None and build.target == "x86_64-linux-gnu.2.17"
     assert replace(build, target=target.target) == target  # the same pinned wheel: only the target differs
-    assert toolchain.target_arch(target) == "arm64" and toolchain.target_arch(build) == "amd64"
+    assert toolchains.target_arch(target) == "arm64" and toolchains.target_arch(build) == "amd64"
 
 
 def test_a_cross_build_gets_a_profile_pair(tmp_path: Path, on_amd64: None) -> None:
     tc = _zig("aarch64")
-    build = toolchain.for_build_machine(tc)
+    build = toolchains.for_build_machine(tc)
     out = tmp_path / "toolchain"
-    prep = toolchain.prepare(tc, tmp_path / "zig", out, ROOT / "toolchain", tmp_path / "zc", build=build)
+    prep = wrappers.prepare(tc, tmp_path / "zig", out, ROOT / "toolchain", tmp_path / "zc", build=build)
     assert prep.profile == out / "profile" and prep.build_profile == out / "build-machine" / "profile"
     host, machine = prep.profile.read_text().splitlines(), prep.build_profile.read_text().splitlines()
     assert "arch=armv8" in host and "user.hermetic:llvm_host_triple=aarch64-unknown-linux-gnu" in host
@@ -147,8 +146,8 @@ def test_a_cross_build_gets_a_profile_pair(tmp_path: Path, on_amd64: None) -> No
 
 def test_a_native_build_gets_one_profile_as_before(tmp_path: Path, on_amd64: None) -> None:
     tc = _zig()
-    prep = toolchain.prepare(tc, tmp_path / "zig", tmp_path / "out", ROOT / "toolchain", tmp_path / "zc",
-                             build=toolchain.for_build_machine(tc))
+    prep = wrappers.prepare(tc, tmp_path / "zig", tmp_path / "out", ROOT / "toolchain", tmp_path / "zc",
+                             build=toolchains.for_build_machine(tc))
     assert prep.build_profile is None and not (tmp_path / "out" / "build-machine").exists()
 
 
@@ -204,7 +203,7 @@ def test_cli_refuses_arch_with_the_host_toolchain_and_unknown_names(tmp_path: Pa
 def test_a_missing_emulator_names_the_debian_packages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no qemu on it
     with pytest.raises(EnvironmentError_) as err:
-        toolchain.emulator("arm64")
+        toolchains.emulator("arm64")
     assert "qemu-aarch64-static is not on PATH" in err.value.what
     assert "apt-get install -y qemu-user-static libc6-arm64-cross" in err.value.fix
 
@@ -219,11 +218,11 @@ def test_a_missing_cross_libc_names_the_debian_packages(monkeypatch: pytest.Monk
     plat = replace(platforms.PLATFORMS["arm64"], emulator=("qemu-aarch64-static", "-L", str(sysroot)))
     monkeypatch.setitem(platforms.PLATFORMS, "arm64", plat)
     with pytest.raises(EnvironmentError_) as err:
-        toolchain.emulator("arm64")
+        toolchains.emulator("arm64")
     assert "holds no arm64 loader" in err.value.what and "libc6-arm64-cross" in err.value.fix
     (sysroot / "lib").mkdir(parents=True)
     (sysroot / "lib" / "ld-linux-aarch64.so.1").write_text("")
-    assert toolchain.emulator("arm64") == (str(qemu), "-L", str(sysroot))
+    assert toolchains.emulator("arm64") == (str(qemu), "-L", str(sysroot))
 
 
 def _run_json(d: Path, emulator: list[str], output: str = "LLVM 19.1.7\n") -> Path:

@@ -11,8 +11,7 @@ import pytest
 from helpers import ROOT
 from hermetic.build import buildtools, llvm, sandbox
 from hermetic.core.errors import SubprocessFailed
-from hermetic.fetch import toolchain
-from hermetic.model import recipe
+from hermetic.model import recipe, toolchains
 from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -42,7 +41,7 @@ def _inputs(tmp_path: Path) -> tuple[Settings, llvm.BuildInputs]:
     variant = recipe.resolve_variant(rec, "support")
     archive = tmp_path / "src.tar.xz"
     archive.write_bytes(b"x")
-    host = toolchain.for_root(ROOT, "host")  # the machine's compiler: nothing to fetch in a unit test
+    host = toolchains.for_root(ROOT, "host")  # the machine's compiler: nothing to fetch in a unit test
     return settings, llvm.BuildInputs(rec, variant, archive, "00" * 32, (), None, source_mode="path", toolchain=host)
 
 

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic.build import compile_cache
+from hermetic.build import compile_cache, wrappers
 from hermetic.core.errors import EnvironmentError_, UsageError, VerifyError
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 from hermetic.model import settings as settings_values
 from hermetic.model.settings import CompileCache, Settings
 from hermetic.model.settings import parse_compile_cache as parse
@@ -152,8 +151,8 @@ def test_cache_statistics_come_from_print_stats() -> None:
 
 
 def test_the_compiler_is_known_by_the_pinned_toolchain_not_its_path() -> None:
-    zig = toolchain.Toolchain(name="zig", kind="zig", version="0.17.1", sha256="ea" * 32, target="x86_64-linux-gnu.2.28")
-    scripts = toolchain.wrapper_scripts(zig, Path("/zig"), Path("/zig-cache"))
+    zig = toolchains.Toolchain(name="zig", kind="zig", version="0.17.1", sha256="ea" * 32, target="x86_64-linux-gnu.2.28")
+    scripts = wrappers.wrapper_scripts(zig, Path("/zig"), Path("/zig-cache"))
     check = compile_cache.compiler_check(ZIG_ID, "\n".join(scripts.values()))
     assert check.startswith("string:") and "/" not in check
     assert check == compile_cache.compiler_check(dict(ZIG_ID), "\n".join(scripts.values()))
@@ -250,11 +249,11 @@ def test_read_only_is_ccache_s_attribute() -> None:
 
 def test_with_a_cache_zig_reads_its_headers_through_a_link_in_the_build(tmp_path: Path) -> None:
     """The headers' paths are in ccache's keys: a toolchain in each user's own cache must not put its path there."""
-    tc = toolchain.for_root(ROOT)
+    tc = toolchains.for_root(ROOT)
     zig_root = tmp_path / "users-own-cache" / "zig"
     (zig_root / "lib").mkdir(parents=True)
-    plain = toolchain.prepare(tc, zig_root, tmp_path / "a", ROOT / "toolchain", tmp_path / "zc")
-    linked = toolchain.prepare(tc, zig_root, tmp_path / "b", ROOT / "toolchain", tmp_path / "zc", lib_link=True)
+    plain = wrappers.prepare(tc, zig_root, tmp_path / "a", ROOT / "toolchain", tmp_path / "zc")
+    linked = wrappers.prepare(tc, zig_root, tmp_path / "b", ROOT / "toolchain", tmp_path / "zc", lib_link=True)
     assert "ZIG_LIB_DIR" not in Path(plain.env["CXX"]).read_text() and not (tmp_path / "a" / "zig-lib").exists()
     script = Path(linked.env["CXX"]).read_text()
     link = tmp_path / "b" / "zig-lib"

@@ -17,8 +17,7 @@ from helpers import ROOT, hermetic, resolve_in_project
 from hermetic.build import distribute, netrelay
 from hermetic.core import platforms
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 from hermetic.model import settings as settings_values
 from hermetic.model.settings import CompileHost, Settings
 from hermetic.model.settings import parse_distribute_setting as parse_setting
@@ -98,14 +97,14 @@ def test_distribution_is_no_input_of_any_step(tmp_path: Path) -> None:
 
 def test_a_cross_build_is_taken_and_the_host_toolchain_refused() -> None:
     """A cross build sends only the target's compiles (the launcher passes tablegen's native ones through)."""
-    tc = toolchain.for_root(ROOT)
+    tc = toolchains.for_root(ROOT)
     dist = parse_setting("10.0.0.1")
     assert dist is not None
-    cross = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
+    cross = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", None, platforms.zig_arch("arm64"))
     distribute.check_usable(dist, tc)
     distribute.check_usable(dist, cross)
     assert distribute.compiler_name(cross, "c++") != distribute.compiler_name(tc, "c++")  # a host needs --arch arm64
-    host = toolchain.select(toolchain.load(ROOT / "toolchain"), "host", None)
+    host = toolchains.select(toolchains.load(ROOT / "toolchain"), "host", None)
     with pytest.raises(UsageError, match="needs a pinned toolchain"):
         distribute.check_usable(dist, host)
 
@@ -114,10 +113,10 @@ def test_a_cross_build_is_taken_and_the_host_toolchain_refused() -> None:
 
 
 def test_the_compiler_is_named_by_the_toolchain_not_its_paths() -> None:
-    tc = toolchain.for_root(ROOT)
+    tc = toolchains.for_root(ROOT)
     name = distribute.compiler_name(tc, "c++")
     assert name.startswith(f"hermetic-{tc.name}-") and name.endswith("-c++") and name != distribute.compiler_name(tc, "cc")
-    other = toolchain.Toolchain(**{**tc.__dict__, "sha256": "0" * 64})
+    other = toolchains.Toolchain(**{**tc.__dict__, "sha256": "0" * 64})
     assert distribute.compiler_name(other, "c++") != name
     # the same name wherever the toolchain is unpacked: what the script says beyond the paths is in the name
     here = distribute.wrapper_script(tc, Path("/a/zig"), Path("/a/cache"), "c++")
@@ -140,7 +139,7 @@ def fake_zig(tmp_path: Path) -> Path:
 
 
 def _run_wrapper(tmp_path: Path, fake_zig: Path, lang: str, *args: str) -> dict[str, Any]:
-    tc = toolchain.for_root(ROOT)
+    tc = toolchains.for_root(ROOT)
     wrappers = distribute.write_wrappers(tc, fake_zig, tmp_path / "cache", tmp_path / "bin")
     subprocess.run([str(wrappers[lang]), *args], check=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
     result: dict[str, Any] = json.loads((tmp_path / "args.json").read_text())
@@ -156,7 +155,7 @@ def test_a_preprocessed_file_is_compiled_under_its_original_name(tmp_path: Path,
     assert args[i + 1] == "c++" and args[i + 2].endswith("/APInt.cpp") and str(ii) not in args
     assert got["text"] == ii.read_text()
     assert args[-5:-3] == ["-MD", "-MF"] and args[-2:] == ["-Wno-gnu-line-marker", "-g0"]  # as the build's compile
-    assert distribute.DEPFILE_FLAG not in args and args[:3] == ["c++", "-target", toolchain.for_root(ROOT).target]
+    assert distribute.DEPFILE_FLAG not in args and args[:3] == ["c++", "-target", toolchains.for_root(ROOT).target]
     assert not Path(args[i + 2]).exists()  # the copy is removed
 
 

@@ -29,10 +29,8 @@ from hermetic.cli.main import main
 from hermetic.core.errors import HermeticError
 from hermetic.model.record import load_build_record, load_wheel_record
 from hermetic.oci import referrers
-from hermetic.oci.http import error_messages
-from hermetic.oci.http import _parse_token, find_credentials
+from hermetic.oci.http import _error_codes, _parse_token, error_messages, find_credentials
 from hermetic.oci.layout import Layout, pick_root, select_manifest
-from hermetic.oci.http import _error_codes
 from hermetic.oci.referrers_registry import _index_manifests
 from hermetic.oci.transfer import pull_layout, pull_local
 from hermetic.oci.unpack import unpack_layout
@@ -246,8 +244,8 @@ def test_damaged_manifests_from_a_registry(fuzzed_registry: Any, data: st.DataOb
     from test_oci_registry_policy import digest, manifest_of
 
     from hermetic.attest.inspection import inspect_ref
-    from hermetic.oci.types import parse_reference
     from hermetic.oci.registry import RegistryClient
+    from hermetic.oci.types import parse_reference
 
     good = json.loads(manifest_of())
     if index:

@@ -16,11 +16,11 @@ import pytest
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model.record import RECORD_SCHEMA, scan_tree, tree_digest, write_json
 from hermetic.oci import referrers
+from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.index import merge_layouts
 from hermetic.oci.layer import write_layer
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
-from hermetic.oci.image import spec_from_record, write_image
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json
 from hermetic.oci.unpack import clean_name, unpack_layout, verify_tree
 
 pytestmark = pytest.mark.unit

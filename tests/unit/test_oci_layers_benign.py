@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hermetic.core.errors import VerifyError
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
 from hermetic.oci.unpack import resolve_in_root, unpack_layout
 
 pytestmark = pytest.mark.unit

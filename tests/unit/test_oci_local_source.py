@@ -11,11 +11,10 @@ from test_oci_pull_integrity import tiny_image
 
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.oci.index import merge_layouts
-from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, LayoutRef
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import Reference
 from hermetic.oci.targets import parse_image_source
 from hermetic.oci.transfer import pull_local
+from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, LayoutRef, Reference
 from hermetic.oci.unpack import unpack_layout
 
 pytestmark = pytest.mark.unit

@@ -18,11 +18,10 @@ from fake_http import FakeHandler, FakeServer
 from hermetic.core.errors import EnvironmentError_, RegistryError, VerifyError
 from hermetic.oci import registry as registry_mod
 from hermetic.oci import unpack as unpack_mod
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json, parse_reference
 from hermetic.oci.unpack import unpack_layout
 
 pytestmark = pytest.mark.unit

@@ -14,11 +14,10 @@ import pytest
 from fake_http import FakeHandler, FakeServer
 from hermetic.core.errors import RegistryError, UsageError
 from hermetic.oci.http import find_credentials, parse_challenge
-from hermetic.oci.types import MT_MANIFEST, Descriptor, canonical_json
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
+from hermetic.oci.types import MT_MANIFEST, Descriptor, canonical_json, parse_reference
 
 pytestmark = pytest.mark.unit
 

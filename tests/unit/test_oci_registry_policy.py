@@ -19,12 +19,11 @@ import pytest
 
 from fake_http import FakeHandler, FakeServer
 from hermetic.core.errors import RegistryError, VerifyError
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json
+from hermetic.oci.http import DEFAULT_MAX_DOCUMENT, set_document_limit
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
-from hermetic.oci.http import DEFAULT_MAX_DOCUMENT, set_document_limit
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor, canonical_json, parse_reference
 
 pytestmark = pytest.mark.unit
 

@@ -19,11 +19,17 @@ from hermetic.cli import oci as oci_cli
 from hermetic.cli.common import common_parsers
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model.settings import Settings
-from hermetic.oci.layer import MEDIA_TYPE_GZIP, MEDIA_TYPE_ZSTD, ZSTD_LEVEL, check_compression, zstd_compressor
-from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor
-from hermetic.oci.layout import Layout
 from hermetic.oci.image import spec_from_record, write_image
-from hermetic.oci.layer import layer_diff_id
+from hermetic.oci.layer import (
+    MEDIA_TYPE_GZIP,
+    MEDIA_TYPE_ZSTD,
+    ZSTD_LEVEL,
+    check_compression,
+    layer_diff_id,
+    zstd_compressor,
+)
+from hermetic.oci.layout import Layout
+from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, Descriptor
 from hermetic.oci.unpack import unpack_layout, verify_tree
 
 pytestmark = pytest.mark.unit

@@ -14,17 +14,15 @@ from pathlib import Path
 import pytest
 
 from fake_registry import Fake, serving
-from hermetic.oci import referrers_registry
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance, sbom
 from hermetic.core.errors import VerifyError
 from hermetic.model import record
-from hermetic.oci import referrers
-from hermetic.oci.types import MT_INDEX
+from hermetic.oci import referrers, referrers_registry
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import pull_layout, push_layout
+from hermetic.oci.types import MT_INDEX, parse_reference
 from schemas.examples import fake_image, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit

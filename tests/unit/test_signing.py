@@ -13,9 +13,9 @@ from hermetic.attest import attach as attest
 from hermetic.attest import image_signatures, provenance, sbom, signature_check, signing
 from hermetic.core.errors import ExitCode, SignatureError, UnsignedError, UntrustedKeyError, UsageError, VerifyError
 from hermetic.oci import referrers
-from hermetic.oci.types import Descriptor
 from hermetic.oci.image import ImageResult, ImageSpec, write_image
 from hermetic.oci.layout import Layout
+from hermetic.oci.types import Descriptor
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hermetic.core.errors import SourceError
-from hermetic.fetch import sources
+from hermetic.fetch import cache, prune, sources
 from hermetic.model import recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +126,8 @@ def test_prune_is_deterministic_and_keeps_only_what_the_variant_builds(
     rec, path = fake
     src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
     nvptx = rec.variant("nvptx")
-    a = sources.prune(src, rec, nvptx, tmp_path / "a" / "p.tar.xz", no_log)
-    b = sources.prune(src, rec, nvptx, tmp_path / "b" / "p.tar.xz", no_log)
+    a = prune.prune(src, rec, nvptx, tmp_path / "a" / "p.tar.xz", no_log)
+    b = prune.prune(src, rec, nvptx, tmp_path / "b" / "p.tar.xz", no_log)
     assert a.read_bytes() == b.read_bytes()
     with tarfile.open(a) as tar:
         members = tar.getmembers()
@@ -156,15 +156,15 @@ def test_prune_is_deterministic_and_keeps_only_what_the_variant_builds(
 def test_prune_follows_the_variant(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
     rec, path = fake
     src = sources.fetch(tmp_path / "cache", rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
-    out = sources.prune(src, rec, rec.variant("triton"), tmp_path / "t.tar.xz", no_log)
+    out = prune.prune(src, rec, rec.variant("triton"), tmp_path / "t.tar.xz", no_log)
     with tarfile.open(out) as tar:
         names = set(tar.getnames())
     top = "llvm-project-19.1.7.src/"
     assert top + "mlir/lib/IR/Op.cpp" in names
     assert top + "llvm/lib/Target/AMDGPU/AMDGPU.td" in names
     assert top + "clang/lib/Sema.cpp" not in names
-    key_nvptx = sources.prune_key(src.archive, rec.variant("nvptx"), rec.prune)
-    assert key_nvptx != sources.prune_key(src.archive, rec.variant("triton"), rec.prune)
+    key_nvptx = prune.prune_key(src.archive, rec.variant("nvptx"), rec.prune)
+    assert key_nvptx != prune.prune_key(src.archive, rec.variant("triton"), rec.prune)
 
 
 def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_corrupt_archive_gives_source_error(fake: tuple[recipe.Recipe, Path], tm
     archive = replace(rec.archives[0], sha256=hashlib.sha256(bad.read_bytes()).hexdigest())
     src = sources.CachedArchive(archive, bad, "test")
     with pytest.raises(SourceError, match="cannot read source archive"):
-        sources.prune(src, rec, rec.variant("nvptx"), tmp_path / "o.tar.xz", no_log)
+        prune.prune(src, rec, rec.variant("nvptx"), tmp_path / "o.tar.xz", no_log)
     assert not (tmp_path / "o.tar.xz").exists()
 
 
@@ -254,7 +254,7 @@ def test_prune_verifies_the_archive_it_reads(fake: tuple[recipe.Recipe, Path], t
     src = sources.fetch(cache, rec, [path.parent], use_urls=False, use_apt=False, log=no_log)
     _flip_byte(src.path)
     with pytest.raises(SourceError) as exc:
-        sources.prune(src, rec, rec.variant("nvptx"), tmp_path / "p.tar.xz", no_log)
+        prune.prune(src, rec, rec.variant("nvptx"), tmp_path / "p.tar.xz", no_log)
     assert rec.archives[0].sha256 in exc.value.why and str(src.path) in exc.value.what
     assert not (tmp_path / "p.tar.xz").exists()
     assert_nothing_cached(cache)
@@ -265,21 +265,21 @@ def test_cached_file_helpers(tmp_path: Path) -> None:
     f.parent.mkdir(parents=True)
     f.write_bytes(b"content")
     good = hashlib.sha256(b"content").hexdigest()
-    assert sources.cached_file(f, good) == f
-    assert sources.require_cached_file(f, good, "toolchain", "refetch") == f
-    with sources.open_verified(f, good, "toolchain", "refetch") as opened:
+    assert cache.cached_file(f, good) == f
+    assert cache.require_cached_file(f, good, "toolchain", "refetch") == f
+    with cache.open_verified(f, good, "toolchain", "refetch") as opened:
         assert opened.read() == b"content"
-    assert sources.cached_file(tmp_path / "absent", good) is None
+    assert cache.cached_file(tmp_path / "absent", good) is None
     with pytest.raises(SourceError, match="missing"):
-        sources.require_cached_file(tmp_path / "absent", good, "toolchain", "refetch")
+        cache.require_cached_file(tmp_path / "absent", good, "toolchain", "refetch")
     f.write_bytes(b"contenT")  # same size, same mtime second: a memo of size+mtime would be fooled
     with pytest.raises(SourceError) as exc:
-        sources.require_cached_file(f, good, "toolchain", "refetch", remove=False)
+        cache.require_cached_file(f, good, "toolchain", "refetch", remove=False)
     assert str(f) in exc.value.what and good in exc.value.why
     assert hashlib.sha256(b"contenT").hexdigest() in exc.value.why
     assert f.exists()  # remove=False leaves it
     logged: list[str] = []
-    assert sources.cached_file(f, good, logged.append) is None
+    assert cache.cached_file(f, good, logged.append) is None
     assert not f.exists() and logged and str(f) in logged[0]
 
 

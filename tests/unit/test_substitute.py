@@ -16,17 +16,16 @@ import pytest
 
 from fake_registry import Fake, serving
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic.oci import referrers_registry
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance
 from hermetic.core.errors import UsageError
 from hermetic.model import record
 from hermetic.model.settings import Settings, Substitute, parse_substitute
-from hermetic.oci import referrers
+from hermetic.oci import referrers, referrers_registry
 from hermetic.oci.layout import Layout, pick_root
-from hermetic.oci.types import parse_reference
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
+from hermetic.oci.types import parse_reference
 from hermetic.plan import pipeline as plan
 from hermetic.plan import substitute
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, settings

@@ -19,9 +19,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from hermetic.build import llvm
+from hermetic.build import wrappers as zig_wrappers
 from hermetic.core.errors import SourceError, UsageError
 from hermetic.fetch import toolchain
-from hermetic.model import recipe
+from hermetic.model import recipe, toolchains
 from hermetic.model.settings import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,11 +72,11 @@ def make_wheel(path: Path, order: int = 1) -> str:
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> tuple[toolchain.Toolchain, Path]:
+def fake(tmp_path: Path) -> tuple[toolchains.Toolchain, Path]:
     """The real zig entry of toolchains.yml, pinned to a fake wheel in a mirror directory."""
     wheel = tmp_path / "mirror" / "ziglang-0.17.1-py3-none-fake.whl"
     sha = make_wheel(wheel)
-    real = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    real = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     return replace(real, file=wheel.name, sha256=sha), wheel
 
 
@@ -90,41 +91,41 @@ def write_data(tmp_path: Path, text: str) -> Path:
 
 
 def test_real_data_loads_the_zig_default_and_host() -> None:
-    cat = toolchain.load(ROOT / "toolchain")
+    cat = toolchains.load(ROOT / "toolchain")
     assert cat.default == "zig" and set(cat.names()) == {"zig", "host"}
-    assert toolchain.select(cat).kind == "zig"
-    zig = toolchain.select(cat, "zig")
+    assert toolchains.select(cat).kind == "zig"
+    zig = toolchains.select(cat, "zig")
     assert zig.kind == "zig" and zig.version == "0.17.1" and zig.target == "x86_64-linux-gnu.2.28"
     assert zig.glibc == "2.28" and zig.arch == "x86_64" and len(zig.sha256) == 64
     assert zig.file.startswith("ziglang-0.17.1-") and zig.file.endswith(".whl")
-    assert zig.digest() == toolchain.select(toolchain.load(ROOT / "toolchain"), "zig").digest()
-    assert toolchain.select(cat, "host").identity() == {"name": "host", "kind": "host"}
+    assert zig.digest() == toolchains.select(toolchains.load(ROOT / "toolchain"), "zig").digest()
+    assert toolchains.select(cat, "host").identity() == {"name": "host", "kind": "host"}
 
 
 def test_unknown_toolchain_lists_the_valid_ones() -> None:
     with pytest.raises(UsageError) as err:
-        toolchain.select(toolchain.load(ROOT / "toolchain"), "gcc-14")
+        toolchains.select(toolchains.load(ROOT / "toolchain"), "gcc-14")
     assert "unknown toolchain 'gcc-14'" in err.value.what and "zig, host" in err.value.fix
 
 
 def test_glibc_floor_is_the_target_suffix_and_changes_the_identity() -> None:
-    cat = toolchain.load(ROOT / "toolchain")
-    old = toolchain.select(cat, "zig", "2.17")
+    cat = toolchains.load(ROOT / "toolchain")
+    old = toolchains.select(cat, "zig", "2.17")
     assert old.target == "x86_64-linux-gnu.2.17" and old.glibc == "2.17"
-    assert old.digest() != toolchain.select(cat, "zig").digest()
-    assert toolchain.select(cat, "zig", arch="aarch64").target == "aarch64-linux-gnu.2.28"
+    assert old.digest() != toolchains.select(cat, "zig").digest()
+    assert toolchains.select(cat, "zig", arch="aarch64").target == "aarch64-linux-gnu.2.28"
 
 
 @pytest.mark.parametrize("floor", ["2.16", "2", "2.x", "3.1", "2.28.1", "latest"])
 def test_bad_glibc_floor_is_a_usage_error(floor: str) -> None:
     with pytest.raises(UsageError) as err:
-        toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", floor)
+        toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", floor)
     assert "glibc floor" in err.value.what and err.value.fix
 
 
 def test_glibc_floor_does_not_apply_to_host() -> None:
     with pytest.raises(UsageError, match="host"):
-        toolchain.select(toolchain.load(ROOT / "toolchain"), "host", "2.28")
+        toolchains.select(toolchains.load(ROOT / "toolchain"), "host", "2.28")
 
 
 def test_settings_take_toolchain_and_glibc_by_precedence(tmp_path: Path) -> None:
@@ -148,18 +149,18 @@ def test_settings_take_toolchain_and_glibc_by_precedence(tmp_path: Path) -> None
 )
 def test_malformed_data_is_refused_with_the_reason(tmp_path: Path, text: str, why: str) -> None:
     with pytest.raises(UsageError) as err:
-        toolchain.load(write_data(tmp_path, text))
+        toolchains.load(write_data(tmp_path, text))
     assert why in err.value.what + err.value.why
 
 
 def test_bad_sha256_and_target_in_data_are_refused(tmp_path: Path) -> None:
     base = (ROOT / "toolchain" / "toolchains.yml").read_text()
-    sha = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig").sha256
+    sha = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig").sha256
     with pytest.raises(UsageError) as err:
-        toolchain.load(write_data(tmp_path, base.replace(sha, "abc")))
+        toolchains.load(write_data(tmp_path, base.replace(sha, "abc")))
     assert "64 hex" in err.value.why
     with pytest.raises(UsageError) as err:
-        toolchain.load(write_data(tmp_path, base.replace("target: x86_64-linux-gnu.2.28", "target: x86_64-windows-gnu")))
+        toolchains.load(write_data(tmp_path, base.replace("target: x86_64-linux-gnu.2.28", "target: x86_64-windows-gnu")))
     assert "target 'x86_64-windows-gnu'" in err.value.why
 
 
@@ -167,21 +168,21 @@ def test_build_inputs_digest_names_the_toolchain() -> None:
     rec = recipe.load(ROOT / "recipes")
     variant = rec.variant("support")
     src = llvm.source_identity("pruned")
-    cat = toolchain.load(ROOT / "toolchain")
+    cat = toolchains.load(ROOT / "toolchain")
     digests = {
-        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "zig")),
-        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "zig", "2.17")),
-        llvm.inputs_digest(rec, variant, src, toolchain.select(cat, "host")),
+        llvm.inputs_digest(rec, variant, src, toolchains.select(cat, "zig")),
+        llvm.inputs_digest(rec, variant, src, toolchains.select(cat, "zig", "2.17")),
+        llvm.inputs_digest(rec, variant, src, toolchains.select(cat, "host")),
     }
     assert len(digests) == 3
     # no toolchain given: the checkout's default (host, until the wheel builds with zig)
-    assert llvm.inputs_digest(rec, variant, src) == llvm.inputs_digest(rec, variant, src, toolchain.select(cat))
+    assert llvm.inputs_digest(rec, variant, src) == llvm.inputs_digest(rec, variant, src, toolchains.select(cat))
 
 
 # --- fetch ---------------------------------------------------------------------
 
 
-def test_fetch_from_a_mirror_verifies_and_caches(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_fetch_from_a_mirror_verifies_and_caches(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     got = toolchain.fetch(tmp_path / "cache", tc, [wheel.parent], use_urls=False)
     assert got == tmp_path / "cache" / "toolchains" / "sha256" / tc.sha256 / tc.file
@@ -191,7 +192,7 @@ def test_fetch_from_a_mirror_verifies_and_caches(tmp_path: Path, fake: tuple[too
     assert toolchain.fetch(tmp_path / "cache", tc, [], use_urls=False) == got
 
 
-def test_fetch_refuses_a_wrong_digest_and_leaves_nothing(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_fetch_refuses_a_wrong_digest_and_leaves_nothing(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     wheel.write_bytes(wheel.read_bytes() + b"tampered")
     cache = tmp_path / "cache"
@@ -202,7 +203,7 @@ def test_fetch_refuses_a_wrong_digest_and_leaves_nothing(tmp_path: Path, fake: t
     assert [p for p in cache.rglob("*") if p.is_file()] == []
 
 
-def test_no_urls_and_nothing_cached_says_what_to_do(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_no_urls_and_nothing_cached_says_what_to_do(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, _ = fake
     with pytest.raises(SourceError) as err:
         toolchain.fetch(tmp_path / "cache", tc, [tmp_path / "empty"], use_urls=False)
@@ -210,7 +211,7 @@ def test_no_urls_and_nothing_cached_says_what_to_do(tmp_path: Path, fake: tuple[
     assert f"pip download --no-deps {tc.package}=={tc.version}" in err.value.fix
 
 
-def test_pypi_download_failure_is_a_source_error(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_pypi_download_failure_is_a_source_error(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, _ = fake
     with pytest.raises(SourceError) as err:
         toolchain.fetch(tmp_path / "cache", tc, [], use_urls=True, pip=["false"])
@@ -219,7 +220,7 @@ def test_pypi_download_failure_is_a_source_error(tmp_path: Path, fake: tuple[too
 
 
 def test_pip_argv_pins_version_hash_and_platform(tmp_path: Path) -> None:
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     argv = toolchain.pip_download_argv(tc, tmp_path / "out", tmp_path / "req.txt")
     assert argv[1:4] == ["-m", "pip", "download"]
     assert {"--no-deps", "--require-hashes", "--only-binary=:all:"} <= set(argv)
@@ -242,7 +243,7 @@ def test_keep_member_follows_the_arches() -> None:
     assert toolchain.keep_member("lib/libc/include/x86-linux-any/asm/a.h", ("x86_64",))
 
 
-def test_unpack_keeps_the_selection_and_the_exec_bit(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_unpack_keeps_the_selection_and_the_exec_bit(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     cache = tmp_path / "cache"
     assert toolchain.unpacked(cache, tc) is None
@@ -255,7 +256,7 @@ def test_unpack_keeps_the_selection_and_the_exec_bit(tmp_path: Path, fake: tuple
     assert [p.name for p in root.parent.iterdir()] == [root.name]  # no temp dir left
 
 
-def test_a_changed_cache_is_never_used(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_a_changed_cache_is_never_used(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     """The unpacked compiler and the cached wheel are checked on every use, not only when they arrive."""
     tc, wheel = fake
     cache = tmp_path / "cache"
@@ -273,7 +274,7 @@ def test_a_changed_cache_is_never_used(tmp_path: Path, fake: tuple[toolchain.Too
     assert again == root and toolchain.unpacked(cache, tc) == root and (root / "zig").read_bytes() != planted
 
 
-def test_unpack_refuses_a_wheel_with_an_unsafe_path(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_unpack_refuses_a_wheel_with_an_unsafe_path(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     with zipfile.ZipFile(wheel, "a") as z:
         z.writestr("ziglang/lib/../../evil", "x")
@@ -283,7 +284,7 @@ def test_unpack_refuses_a_wheel_with_an_unsafe_path(tmp_path: Path, fake: tuple[
     assert not any((tmp_path / "cache" / "toolchains" / "unpacked").iterdir())
 
 
-def test_slim_archive_is_deterministic(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_slim_archive_is_deterministic(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     a = toolchain.slim_archive(wheel, tc, tmp_path / "a")
     # the same wheel written in another entry order, from another directory: same bytes
@@ -302,7 +303,7 @@ def test_slim_archive_is_deterministic(tmp_path: Path, fake: tuple[toolchain.Too
     assert next(m for m in members if m.name == "zig-0.17.1/zig").mode == 0o755
 
 
-def test_slim_archive_refuses_an_unverified_wheel(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> None:
+def test_slim_archive_refuses_an_unverified_wheel(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> None:
     tc, wheel = fake
     with pytest.raises(SourceError):
         toolchain.slim_archive(wheel, replace(tc, sha256="0" * 64), tmp_path / "out")
@@ -313,11 +314,11 @@ def test_slim_archive_refuses_an_unverified_wheel(tmp_path: Path, fake: tuple[to
 
 
 @pytest.fixture
-def slim(tmp_path: Path, fake: tuple[toolchain.Toolchain, Path]) -> tuple[toolchain.Toolchain, Path, Path]:
+def slim(tmp_path: Path, fake: tuple[toolchains.Toolchain, Path]) -> tuple[toolchains.Toolchain, Path, Path]:
     """The fake toolchain pinning the slim archive derived from its wheel; (tc, wheel, slim archive)."""
     tc, wheel = fake
     meta = toolchain.slim_archive(wheel, tc, tmp_path / "slim")
-    pin = toolchain.SlimPin(meta["file"], meta["sha256"], meta["size"])
+    pin = toolchains.SlimPin(meta["file"], meta["sha256"], meta["size"])
     return replace(tc, slim=pin), wheel, tmp_path / "slim" / meta["file"]
 
 
@@ -326,13 +327,13 @@ def files_in(d: Path) -> list[Path]:
 
 
 def test_real_data_pins_the_slim_archive_outside_the_identity() -> None:
-    zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
-    assert zig.slim is not None and zig.slim.file == toolchain.slim_name(zig) == "zig-0.17.1-linux-aarch64-x86_64-slim.tar.xz"
+    zig = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
+    assert zig.slim is not None and zig.slim.file == toolchains.slim_name(zig) == "zig-0.17.1-linux-aarch64-x86_64-slim.tar.xz"
     assert len(zig.slim.sha256) == 64 and zig.slim.size > 0
     # how the tree arrives is not what the builds are: the identity (inputs digests) ignores the pin
     assert replace(zig, slim=None).identity() == zig.identity() and replace(zig, slim=None).digest() == zig.digest()
     assert not any(zig.slim.sha256 in v for v in zig.identity().values())
-    assert toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17").slim == zig.slim
+    assert toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", "2.17").slim == zig.slim
 
 
 @pytest.mark.parametrize(
@@ -354,12 +355,12 @@ def test_malformed_slim_pin_is_refused(tmp_path: Path, slim_yaml: str, why: str)
     good = "zig-0.17.1-linux-aarch64-x86_64-slim.tar.xz"
     text = real[:start] + "    " + slim_yaml.replace("file: F", f"file: {good}").replace("S", "a" * 64) + "\n" + real[end:]
     with pytest.raises(UsageError) as err:
-        toolchain.load(write_data(tmp_path, text))
+        toolchains.load(write_data(tmp_path, text))
     assert "malformed toolchain data" in err.value.what and why in err.value.why
 
 
 def test_wheel_and_slim_archive_unpack_to_the_same_tree(
-    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]
+    tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]
 ) -> None:
     tc, wheel, archive = slim
     from_wheel = toolchain.ensure(tmp_path / "a", tc, [wheel.parent], use_urls=False)
@@ -378,7 +379,7 @@ def test_wheel_and_slim_archive_unpack_to_the_same_tree(
     assert [p.name for p in from_slim.parent.iterdir()] == [from_slim.name]  # no temp dir left
 
 
-def test_the_tree_does_not_depend_on_the_umask(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+def test_the_tree_does_not_depend_on_the_umask(tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]) -> None:
     import os
 
     tc, wheel, archive = slim
@@ -393,7 +394,7 @@ def test_the_tree_does_not_depend_on_the_umask(tmp_path: Path, slim: tuple[toolc
     assert toolchain._unpacked_digest(a) == toolchain._unpacked_digest(b)
 
 
-def test_unpack_slim_checks_the_digest_itself(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+def test_unpack_slim_checks_the_digest_itself(tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]) -> None:
     tc, _, archive = slim
     archive.write_bytes(archive.read_bytes() + b"\0")
     with pytest.raises(SourceError, match="does not match its pinned digest"):
@@ -401,7 +402,7 @@ def test_unpack_slim_checks_the_digest_itself(tmp_path: Path, slim: tuple[toolch
     assert files_in(tmp_path / "cache") == []
 
 
-def test_a_cached_slim_archive_serves_without_a_mirror(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+def test_a_cached_slim_archive_serves_without_a_mirror(tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]) -> None:
     tc, _, archive = slim
     cache = tmp_path / "cache"
     root = toolchain.ensure(cache, tc, [archive.parent], use_urls=False)
@@ -413,7 +414,7 @@ def test_a_cached_slim_archive_serves_without_a_mirror(tmp_path: Path, slim: tup
     assert any("already cached" in m and archive.name in m for m in log)
 
 
-def test_the_wheel_comes_first_when_both_are_there(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+def test_the_wheel_comes_first_when_both_are_there(tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]) -> None:
     tc, wheel, archive = slim
     root = toolchain.ensure(tmp_path / "cache", tc, [archive.parent, wheel.parent], use_urls=False)
     assert root is not None
@@ -421,7 +422,7 @@ def test_the_wheel_comes_first_when_both_are_there(tmp_path: Path, slim: tuple[t
 
 
 def test_a_tampered_slim_archive_is_refused_and_leaves_nothing(
-    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]
+    tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]
 ) -> None:
     tc, _, archive = slim
     assert tc.slim is not None
@@ -444,7 +445,7 @@ def test_a_tampered_slim_archive_is_refused_and_leaves_nothing(
     assert files_in(cache) == []
 
 
-def test_nothing_found_names_both_files(tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path]) -> None:
+def test_nothing_found_names_both_files(tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path]) -> None:
     tc, _, _ = slim
     assert tc.slim is not None
     with pytest.raises(SourceError) as err:
@@ -501,15 +502,15 @@ GOOD = [
     ],
 )
 def test_a_slim_archive_with_an_unsafe_member_is_refused(
-    tmp_path: Path, fake: tuple[toolchain.Toolchain, Path], bad: tuple[tarfile.TarInfo, bytes], why: str
+    tmp_path: Path, fake: tuple[toolchains.Toolchain, Path], bad: tuple[tarfile.TarInfo, bytes], why: str
 ) -> None:
     tc, _ = fake
     mirror = tmp_path / "mirror-slim"
     mirror.mkdir()
-    archive = mirror / toolchain.slim_name(tc)
+    archive = mirror / toolchains.slim_name(tc)
     # the bad member last: what was written before it must go too
     sha = _write_slim(archive, [*GOOD, bad])
-    tc = replace(tc, slim=toolchain.SlimPin(archive.name, sha, archive.stat().st_size))  # pinned, yet refused
+    tc = replace(tc, slim=toolchains.SlimPin(archive.name, sha, archive.stat().st_size))  # pinned, yet refused
     cache = tmp_path / "cache"
     with pytest.raises(SourceError) as err:
         toolchain.ensure(cache, tc, [mirror], use_urls=False)
@@ -519,7 +520,7 @@ def test_a_slim_archive_with_an_unsafe_member_is_refused(
     assert not (tmp_path / "evil").exists() and not (cache / "toolchains" / "evil").exists()
     # the same archive without the bad member unpacks: the refusal is about that member alone
     sha = _write_slim(archive, GOOD)
-    tc = replace(tc, slim=toolchain.SlimPin(archive.name, sha, archive.stat().st_size))
+    tc = replace(tc, slim=toolchains.SlimPin(archive.name, sha, archive.stat().st_size))
     root = toolchain.ensure(cache, tc, [mirror], use_urls=False)
     assert root is not None and (root / "lib" / "a.h").read_text() == "a\n"
     assert (root / "zig").stat().st_mode & 0o777 == 0o755 and (root / "LICENSE").stat().st_mode & 0o777 == 0o644
@@ -528,30 +529,30 @@ def test_a_slim_archive_with_an_unsafe_member_is_refused(
 # 12 bytes: only xz's footer is gone, every tar member still reads
 @pytest.mark.parametrize("cut", [12, 80])
 def test_a_slim_archive_without_zig_or_truncated_is_refused(
-    tmp_path: Path, fake: tuple[toolchain.Toolchain, Path], cut: int
+    tmp_path: Path, fake: tuple[toolchains.Toolchain, Path], cut: int
 ) -> None:
     tc, _ = fake
     mirror = tmp_path / "m"
     mirror.mkdir()
-    archive = mirror / toolchain.slim_name(tc)
+    archive = mirror / toolchains.slim_name(tc)
     sha = _write_slim(archive, GOOD[:-1])
     cache = tmp_path / "cache"
     with pytest.raises(SourceError, match="holds no zig"):
-        toolchain.ensure(cache, replace(tc, slim=toolchain.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
+        toolchain.ensure(cache, replace(tc, slim=toolchains.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
     _write_slim(archive, GOOD)
     archive.write_bytes(archive.read_bytes()[:-cut])
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
     with pytest.raises(SourceError, match="cannot unpack"):
-        toolchain.ensure(cache, replace(tc, slim=toolchain.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
+        toolchain.ensure(cache, replace(tc, slim=toolchains.SlimPin(archive.name, sha, 1)), [mirror], use_urls=False)
     assert not any((cache / "toolchains" / "unpacked").iterdir())
 
 
 # --- `hermetic toolchain`: list and slim --------------------------------------------------
 
 
-def fake_root(tmp_path: Path, tc: toolchain.Toolchain, slim_sha: str, slim_size: int) -> Path:
+def fake_root(tmp_path: Path, tc: toolchains.Toolchain, slim_sha: str, slim_size: int) -> Path:
     """A checkout whose toolchains.yml pins the fake wheel and the given slim archive."""
-    real = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    real = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     assert real.slim is not None
     text = (ROOT / "toolchain" / "toolchains.yml").read_text()
     text = text.replace(real.file, tc.file).replace(real.sha256, tc.sha256)
@@ -576,7 +577,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 
 def test_cli_toolchain_list(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     rc, out, _ = run_cli(capsys, monkeypatch, "toolchain", "list", "--root", str(ROOT))
-    zig = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    zig = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     assert rc == 0 and zig.slim is not None
     assert out.startswith("zig (default): ziglang 0.17.1 (clang 22), target x86_64-linux-gnu.2.28, arches x86_64 aarch64")
     assert f"wheel {zig.file}  sha256 {zig.sha256}" in out and f"slim  {zig.slim.file}  sha256 {zig.slim.sha256}" in out
@@ -584,7 +585,7 @@ def test_cli_toolchain_list(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
 
 
 def test_cli_toolchain_slim_checks_the_pin(
-    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tc, wheel, archive = slim
@@ -608,7 +609,7 @@ def test_cli_toolchain_slim_checks_the_pin(
 
 
 def test_cli_toolchain_slim_without_a_pin_says_what_to_add(
-    tmp_path: Path, slim: tuple[toolchain.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, slim: tuple[toolchains.Toolchain, Path, Path], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tc, wheel, archive = slim
@@ -637,9 +638,9 @@ def test_cli_toolchain_slim_of_host_is_a_usage_error(
 
 
 def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", "2.17")
     zig_root = tmp_path / "cache" / "zig"
-    prep = toolchain.prepare(tc, zig_root, tmp_path / "build" / "toolchain", ROOT / "toolchain", tmp_path / "work" / "zig")
+    prep = zig_wrappers.prepare(tc, zig_root, tmp_path / "build" / "toolchain", ROOT / "toolchain", tmp_path / "work" / "zig")
     assert not prep.detect and prep.profile == tmp_path / "build" / "toolchain" / "profile"
     text = prep.profile.read_text()
     bin_dir = tmp_path / "build" / "toolchain" / "bin"
@@ -671,10 +672,10 @@ def test_zig_profile_and_wrappers(tmp_path: Path) -> None:
 def test_a_shared_global_cache_goes_to_every_wrapper_and_the_local_one_stays(tmp_path: Path) -> None:
     """zig's global cache (its runtimes) shared by a user's builds; its local one (every compile's output)
     stays in the work dir, and the build machine's wrappers of a cross build get the same."""
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", "2.17")
-    build_tc = toolchain.for_build_machine(replace(tc, target="aarch64-linux-gnu.2.17"))
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", "2.17")
+    build_tc = toolchains.for_build_machine(replace(tc, target="aarch64-linux-gnu.2.17"))
     shared = tmp_path / "cache" / "zig-global"
-    prep = toolchain.prepare(tc, tmp_path / "zig", tmp_path / "tc", ROOT / "toolchain", tmp_path / "work" / "zig",
+    prep = zig_wrappers.prepare(tc, tmp_path / "zig", tmp_path / "tc", ROOT / "toolchain", tmp_path / "work" / "zig",
                              build=build_tc, global_cache=shared)
     assert prep.env["ZIG_GLOBAL_CACHE_DIR"] == str(shared)
     assert prep.env["ZIG_LOCAL_CACHE_DIR"] == f"{tmp_path}/work/zig/local"
@@ -695,12 +696,12 @@ def test_zig_global_cache_is_in_the_source_cache_or_none(tmp_path: Path) -> None
 
 def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
     """Run the generated wrapper with `echo` standing in for zig: the arguments zig would get."""
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     fake_zig = tmp_path / "zig"
     fake_zig.mkdir()
     (fake_zig / "zig").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
     (fake_zig / "zig").chmod(0o755)
-    prep = toolchain.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    prep = zig_wrappers.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
     out = subprocess.run(
         [prep.env["CXX"], "-m64", "-stdlib=libc++", "-c", "a b.cpp", "-o", "x.o"], capture_output=True, text=True, check=True
     ).stdout
@@ -720,27 +721,27 @@ def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:
     ],
 )
 def test_wrapper_strips_debug_info_only_when_linking(tmp_path: Path, args: list[str], strips: bool) -> None:
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
     fake_zig = tmp_path / "zig"
     fake_zig.mkdir()
     (fake_zig / "zig").write_text('#!/bin/sh\nprintf "%s|" "$@"\n')
     (fake_zig / "zig").chmod(0o755)
-    prep = toolchain.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    prep = zig_wrappers.prepare(tc, fake_zig, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
     for exe in (prep.env["CC"], prep.env["CXX"]):
         out = subprocess.run([exe, *args], capture_output=True, text=True, check=True).stdout
         assert out.endswith("|".join([*args, "-g0", *(["-Wl,--strip-debug"] if strips else [])]) + "|")
 
 
 def test_aarch64_profile_is_conans_armv8(tmp_path: Path) -> None:
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig", arch="aarch64")
-    prep = toolchain.prepare(tc, tmp_path / "zig", tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig", arch="aarch64")
+    prep = zig_wrappers.prepare(tc, tmp_path / "zig", tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
     assert "arch=armv8" in prep.profile.read_text().splitlines()
     assert "-target aarch64-linux-gnu.2.28" in (tmp_path / "out" / "bin" / "cc").read_text()
 
 
 def test_host_keeps_todays_detected_profile(tmp_path: Path) -> None:
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "host")
-    prep = toolchain.prepare(tc, None, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "host")
+    prep = zig_wrappers.prepare(tc, None, tmp_path / "out", ROOT / "toolchain", tmp_path / "zc")
     assert prep.detect and prep.profile == ROOT / "toolchain" / "profiles" / "hermetic" and prep.env == {}
     assert not (tmp_path / "out").exists()
     assert toolchain.ensure(tmp_path / "cache", tc) is None and not (tmp_path / "cache").exists()

@@ -12,8 +12,8 @@ from hermetic.attest import attach as attest
 from hermetic.attest import inspection, provenance, sbom
 from hermetic.build import llvm
 from hermetic.core.errors import VerifyError
-from hermetic.fetch import sources, toolchain
-from hermetic.model import recipe, record
+from hermetic.fetch import sources
+from hermetic.model import recipe, record, toolchains
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout
 from hermetic.verify import rebuild as verify
@@ -47,9 +47,9 @@ def test_a_record_with_toolchain_id_round_trips(tmp_path: Path) -> None:
 
 
 def test_toolchain_ref_is_toolchain_identity() -> None:
-    zig = toolchain.for_root(settings(Path("/tmp")).root, "zig")
+    zig = toolchains.for_root(settings(Path("/tmp")).root, "zig")
     assert record.ToolchainRef.from_mapping(zig.identity()).as_json() == zig.identity() == ZIG_ID
-    host = toolchain.for_root(settings(Path("/tmp")).root, "host")
+    host = toolchains.for_root(settings(Path("/tmp")).root, "host")
     assert record.ToolchainRef.from_mapping(host.identity()) == record.HOST_TOOLCHAIN
 
 

@@ -17,8 +17,7 @@ from hermetic.build import wheel
 from hermetic.cli import main as cli_main
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, UsageError
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 from schemas.examples import PREFIX, ZIG_ID, fake_llvm_build, settings
 
 pytestmark = pytest.mark.unit
@@ -55,26 +54,26 @@ def _target(tmp_path: Path, **changes: Any) -> wheel.Interpreter:
      (_elf(62)[:19], None)],
 )
 def test_the_elf_machine_of_a_header(header: bytes, machine: int | None) -> None:
-    assert toolchain.elf_machine(header) == machine
+    assert toolchains.elf_machine(header) == machine
 
 
 def test_a_program_s_platform_and_root(tmp_path: Path) -> None:
-    here = toolchain.binary_platform(Path(sys.executable).resolve())
+    here = toolchains.binary_platform(Path(sys.executable).resolve())
     assert here is not None and here.oci == platforms.machine_arch()
     arm = platforms.PLATFORMS["arm64"]
     py = _program(tmp_path / "root" / "usr" / "bin" / "python3.11", arm.elf_machine)
-    assert toolchain.binary_platform(py) == arm
-    assert toolchain.binary_platform(tmp_path / "missing") is None
-    assert toolchain.program_root(py, arm) is None  # no loader above it
+    assert toolchains.binary_platform(py) == arm
+    assert toolchains.binary_platform(tmp_path / "missing") is None
+    assert toolchains.program_root(py, arm) is None  # no loader above it
     loader = tmp_path / "root" / arm.loader
     loader.parent.mkdir(parents=True)
     (loader.parent / "aarch64-linux-gnu").mkdir()
     loader.symlink_to("aarch64-linux-gnu/ld-linux-aarch64.so.1")  # dangling as in a root: lexists, not exists
-    assert toolchain.program_root(py, arm) == tmp_path / "root"
+    assert toolchains.program_root(py, arm) == tmp_path / "root"
     link = tmp_path / "elsewhere" / "python"
     link.parent.mkdir()
     link.symlink_to(py)
-    assert toolchain.program_root(link, arm) == tmp_path / "root"  # the root of the program, not of the link
+    assert toolchains.program_root(link, arm) == tmp_path / "root"  # the root of the program, not of the link
 
 
 def test_a_foreign_interpreter_runs_under_qemu_with_its_root_or_is_refused(
@@ -120,7 +119,7 @@ def test_the_build_runs_on_a_python_of_this_machine_of_the_same_version(tmp_path
 
 def test_the_zig_toolchain_file_of_a_cross_build_sets_the_target_system(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    arm = toolchain.select(toolchain.load(s.toolchain_dir), "zig", None, "aarch64")
+    arm = toolchains.select(toolchains.load(s.toolchain_dir), "zig", None, "aarch64")
     job = wheel.WheelJob(tmp_path, wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
                          None, None, 0, s.toolchain_dir / "reproducible.cmake",  # type: ignore[arg-type]
                          toolchain=arm, python=_target(tmp_path), build_python=wheel.current_interpreter())
@@ -133,9 +132,9 @@ def test_the_zig_toolchain_file_of_a_cross_build_sets_the_target_system(tmp_path
 
 def test_an_interpreter_of_another_architecture_than_the_llvm_s_is_refused(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    catalog = toolchain.load(s.toolchain_dir)
-    arm = toolchain.select(catalog, "zig", None, "aarch64")
-    amd = toolchain.select(catalog, "zig", None, "x86_64")
+    catalog = toolchains.load(s.toolchain_dir)
+    arm = toolchains.select(catalog, "zig", None, "aarch64")
+    amd = toolchains.select(catalog, "zig", None, "x86_64")
     with pytest.raises(UsageError, match="is an amd64 interpreter; this wheel is for arm64") as exc:
         wheel._usable(dataclasses.replace(_target(tmp_path), arch="amd64", root=""), arm)
     assert "qemu-user" in exc.value.fix

@@ -15,10 +15,11 @@ import pytest
 import yaml
 
 from helpers import ROOT, hermetic
-from hermetic.build import wheel
+from hermetic.build import wheel, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, RecipeError, SourceError
-from hermetic.fetch import sdist, toolchain
+from hermetic.fetch import sdist
+from hermetic.model import toolchains
 from hermetic.model.settings import Settings
 from hermetic.plan import pipeline as plan
 
@@ -193,11 +194,11 @@ def test_the_compiler_wrappers_drop_the_flags_a_recipe_names(tmp_path: Path) -> 
     fake.mkdir()
     (fake / "zig").write_text('#!/bin/sh\nfor a; do echo "$a"; done\n')
     (fake / "zig").chmod(0o755)
-    tc = toolchain.select(toolchain.load(ROOT / "toolchain"), "zig")
-    plain = toolchain.wrapper_scripts(tc, fake, tmp_path / "cache")
+    tc = toolchains.select(toolchains.load(ROOT / "toolchain"), "zig")
+    plain = wrappers.wrapper_scripts(tc, fake, tmp_path / "cache")
     # no flags named: the LLVM builds' wrappers stay byte for byte what they were
-    assert plain == toolchain.wrapper_scripts(tc, fake, tmp_path / "cache", ())
-    scripts = toolchain.wrapper_scripts(tc, fake, tmp_path / "cache", ("-Wl,--exclude-libs,ALL",))
+    assert plain == wrappers.wrapper_scripts(tc, fake, tmp_path / "cache", ())
+    scripts = wrappers.wrapper_scripts(tc, fake, tmp_path / "cache", ("-Wl,--exclude-libs,ALL",))
     cxx = tmp_path / "c++"
     cxx.write_text(scripts["c++"])
     cxx.chmod(0o755)

@@ -20,8 +20,7 @@ from hermetic.attest import provenance, sbom
 from hermetic.build import wheel, wheelfile
 from hermetic.cli import main as cli_main
 from hermetic.core.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
-from hermetic.fetch import toolchain
-from hermetic.model import record
+from hermetic.model import record, toolchains
 from hermetic.model.settings import Settings
 from hermetic.verify import rebuild as verify
 from schemas import cyclonedx
@@ -159,8 +158,8 @@ def test_the_project_s_py_api_and_the_current_interpreter() -> None:
 
 
 def test_unusable_interpreters_are_refused_before_building(tmp_path: Path) -> None:
-    zig = toolchain.for_root(settings(tmp_path).root, "zig")
-    host = toolchain.for_root(settings(tmp_path).root, "host")
+    zig = toolchains.for_root(settings(tmp_path).root, "zig")
+    host = toolchains.for_root(settings(tmp_path).root, "host")
     # Debian's multiarch pyconfig.h: usable with zig only where the arch's own header is there
     inc = tmp_path / "include" / "python3.11"
     inc.mkdir(parents=True)
@@ -260,7 +259,7 @@ def test_the_zig_toolchain_file_includes_reproducible_and_the_archiver_and_strip
     s = settings(tmp_path)
     job = wheel.WheelJob(tmp_path, wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
                          None, None, 0, s.toolchain_dir / "reproducible.cmake",  # type: ignore[arg-type]
-                         toolchain=toolchain.for_root(s.root, "zig"))
+                         toolchain=toolchains.for_root(s.root, "zig"))
     text = wheel._zig_toolchain_file(job, tmp_path / "zig-tools.cmake", tmp_path / "t.cmake").read_text()
     assert f'include("{s.toolchain_dir / "reproducible.cmake"}")' in text
     assert f'include("{tmp_path / "zig-tools.cmake"}")' in text

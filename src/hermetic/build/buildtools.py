@@ -14,8 +14,6 @@ that runs hermetic, after checking that its version is the pinned one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import importlib.metadata
 import json
@@ -28,13 +26,14 @@ import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, SourceError
 from hermetic.core.log import null_log
-from hermetic.model.record import scan_tree, tree_digest
 from hermetic.core.staging import staged_dir, write_file
 from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model.record import scan_tree, tree_digest
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log

@@ -25,8 +25,6 @@ and nothing of a build is left behind on the machine but the shared cache.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import grp
 import hashlib
 import os
@@ -39,8 +37,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CacheStats

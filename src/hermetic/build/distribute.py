@@ -30,8 +30,6 @@ and the record says the network was reachable.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import json
 import re
@@ -42,20 +40,21 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from hermetic.fetch import toolchain
+from hermetic.build import wrappers
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.model.record import CompileHostUse, DistributedCompiles
 
 if TYPE_CHECKING:
+    from hermetic.model import toolchains
     from hermetic.model.settings import CompileHost, Distribution
 
 INSIDE_PORT = 3632  # the first relayed port inside the namespace: 127.0.0.1:3632, :3633, …
 DEPFILE_FLAG = "--hermetic-depfile"
 
 
-def check_usable(dist: Distribution, tc: toolchain.Toolchain) -> None:
+def check_usable(dist: Distribution, tc: toolchains.Toolchain) -> None:
     """Refuse, before anything runs, what a distributed build cannot do."""
     if tc.kind == "host":
         raise UsageError(
@@ -72,9 +71,9 @@ def check_usable(dist: Distribution, tc: toolchain.Toolchain) -> None:
 LANGS = ("cc", "c++")
 
 
-def wrapper_script(tc: toolchain.Toolchain, zig_root: Path, cache_root: Path, lang: str) -> str:
+def wrapper_script(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, lang: str) -> str:
     """The toolchain's wrapper for `lang`, also taking the preprocessed files a compile host is sent."""
-    base = toolchain.wrapper_scripts(tc, zig_root, cache_root)[lang].rstrip("\n").splitlines()
+    base = wrappers.wrapper_scripts(tc, zig_root, cache_root)[lang].rstrip("\n").splitlines()
     head = [ln for ln in base if ln.startswith("#") or "; export " in ln]
     body = [ln for ln in base[len(head):] if not ln.startswith("exec ")]
     run = next(ln for ln in base if ln.startswith("exec "))
@@ -108,14 +107,14 @@ def wrapper_script(tc: toolchain.Toolchain, zig_root: Path, cache_root: Path, la
     return "\n".join([*head, *pre, *body, *tail])
 
 
-def compiler_name(tc: toolchain.Toolchain, lang: str) -> str:
+def compiler_name(tc: toolchains.Toolchain, lang: str) -> str:
     """`hermetic-zig-<16 hex>-c++`: the toolchain's identity and the wrapper's text (with fixed paths)."""
     h = hashlib.sha256(json.dumps(tc.identity(), sort_keys=True).encode())
     h.update(wrapper_script(tc, Path("/zig"), Path("/zig-cache"), lang).encode())
     return f"hermetic-{tc.name}-{h.hexdigest()[:16]}-{lang}"
 
 
-def write_wrappers(tc: toolchain.Toolchain, zig_root: Path, cache_root: Path, bin_dir: Path) -> dict[str, Path]:
+def write_wrappers(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, bin_dir: Path) -> dict[str, Path]:
     """The identity-named wrappers in `bin_dir` (a build's own, or a compile host's on distccd's PATH)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     out = {}

@@ -7,8 +7,6 @@ two builds in different directories share nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import dataclasses
 import errno
 import hashlib
@@ -24,20 +22,19 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hermetic.core import platforms
-from hermetic.core import times
-from hermetic.build import buildtools, compile_cache, distribute, netrelay, sandbox
-from hermetic.model import record
-from hermetic.fetch import toolchain
+from hermetic.build import buildtools, compile_cache, distribute, netrelay, sandbox, wrappers
+from hermetic.core import platforms, times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import BuildError, EnvironmentError_, disk_full
-from hermetic.fetch.sources import PRUNE_RULES_VERSION
+from hermetic.fetch import toolchain
+from hermetic.fetch.prune import PRUNE_RULES_VERSION
+from hermetic.model import record, toolchains
 
 if TYPE_CHECKING:
-    from hermetic.model import settings as settings_values
     from hermetic.core.log import Log
+    from hermetic.model import settings as settings_values
     from hermetic.model.recipe import Recipe, Variant
     from hermetic.model.settings import Settings
 
@@ -51,7 +48,7 @@ class BuildInputs:
     sources: tuple[dict[str, str], ...]  # the release archives this source came from
     pruned: dict[str, Any] | None  # {"sha256", "size", "file"} when built from a pruned archive
     source_mode: str = "pruned"  # "pruned" | "full" | "path" (an archive the user named)
-    toolchain: toolchain.Toolchain | None = None  # None: toolchain/toolchains.yml's default
+    toolchain: toolchains.Toolchain | None = None  # None: toolchain/toolchains.yml's default
 
     def digest(self) -> str:
         return inputs_digest(
@@ -75,10 +72,10 @@ def source_identity(mode: str, path_sha256: str = "") -> dict[str, str]:
 
 
 def inputs_digest(
-    recipe: Recipe, variant: Variant, source: dict[str, str], tc: toolchain.Toolchain | None = None
+    recipe: Recipe, variant: Variant, source: dict[str, str], tc: toolchains.Toolchain | None = None
 ) -> str:
     """The digest a build step is known by: computable before anything is fetched (the plan needs it)."""
-    tc = tc or toolchain.for_root(recipe.project_root)
+    tc = tc or toolchains.for_root(recipe.project_root)
     data = {
         "recipe": recipe.digest(),
         "variant": variant.digest(),
@@ -86,7 +83,7 @@ def inputs_digest(
         "toolchain": _toolchain_digest(recipe.project_root / "toolchain"),
         "compiler": tc.identity(),  # its target names the architecture
     }
-    build_tc = toolchain.for_build_machine(tc)
+    build_tc = toolchains.for_build_machine(tc)
     if build_tc is not None:
         # A cross build also compiles and runs tablegen for the build machine; a native build's
         # data stays as it was, so its digest does not change.
@@ -241,14 +238,14 @@ def _build_into(
     log_path = out / "build.log"
     log_path.write_text("")
     # The compiler: the pinned toolchain's generated profile and wrappers, or the host's detected one.
-    tc = inputs.toolchain or toolchain.for_root(settings.root)
-    arch = toolchain.target_arch(tc)
+    tc = inputs.toolchain or toolchains.for_root(settings.root)
+    arch = toolchains.target_arch(tc)
     # A cross build (the target is not this machine's): a second profile for the build machine, and
     # the test_package's program runs under qemu, checked now rather than after the compile.
-    build_tc = toolchain.for_build_machine(tc)
-    emulator = toolchain.emulator(arch) if build_tc else None
+    build_tc = toolchains.for_build_machine(tc)
+    emulator = toolchains.emulator(arch) if build_tc else None
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
-    prepared = toolchain.prepare(
+    prepared = wrappers.prepare(
         tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc,
         lib_link=settings.compile_cache is not None, global_cache=zig_global_cache(settings.cache_dir) if zig_root else None,
     )
@@ -414,7 +411,7 @@ def zig_global_cache(cache_dir: Path) -> Path | None:
 
 
 def _use_compile_cache(
-    cache: settings_values.CompileCache, tc: toolchain.Toolchain, new: Path, env: dict[str, str],
+    cache: settings_values.CompileCache, tc: toolchains.Toolchain, new: Path, env: dict[str, str],
     offline: sandbox.Offline, log: Log, prefix: Path | None = None,
 ) -> tuple[dict[str, str], record.CompileCacheUse]:
     """Run the compiles through ccache with `cache` as its remote storage: CMake's compiler launchers, set
@@ -426,13 +423,13 @@ def _use_compile_cache(
     answered, seen = compile_cache.probe(cache)
     log(f"build: compile cache {cache.shown} through {ccache.path} {ccache.version}: "
         + (f"reachable: {seen}" if answered else f"not answering ({seen}): every compile runs, nothing is cached"))
-    wrappers = ""
+    scripts = ""
     if tc.kind != "host":
         # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
-        wrappers = "\n".join(f"{k}\n{v}" for k, v in sorted(
-            toolchain.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
+        scripts = "\n".join(f"{k}\n{v}" for k, v in sorted(
+            wrappers.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
     conf = compile_cache.write_config(
-        new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), wrappers),
+        new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), scripts),
         compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,
     )
     env["CCACHE_CONFIGPATH"] = str(conf)
@@ -477,7 +474,7 @@ class _Spread:
 
 
 def _use_distribution(
-    dist: settings_values.Distribution, tc: toolchain.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
+    dist: settings_values.Distribution, tc: toolchains.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
     env: dict[str, str], offline: sandbox.Offline, jobs: int, log: Log,
 ) -> _Spread:
     """Send the compiles to `dist`'s hosts through distcc: CMake's compiler launchers (Conan's conf), the

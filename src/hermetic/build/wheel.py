@@ -19,8 +19,6 @@ allow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import json
 import os
@@ -38,27 +36,12 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hermetic.core import platforms
-from hermetic.core import times
-from hermetic.model import recipe, record
-from hermetic.build import sandbox
-from hermetic.fetch import sdist, toolchain
-from hermetic.core.digests import file_sha256
-from hermetic.core.errors import (
-    BuildError,
-    EnvironmentError_,
-    HermeticError,
-    RecipeError,
-    SubprocessFailed,
-    UsageError,
-)
+from hermetic.build import sandbox, wrappers
 from hermetic.build.llvm import toolchain_versions as llvm_toolchain_versions
-from hermetic.core.log import null_log
-from hermetic.fetch.sdist import SdistPin
 from hermetic.build.wheelfile import (
     WheelName,
     extension_problems,
@@ -70,19 +53,33 @@ from hermetic.build.wheelfile import (
     verify_record,
     version_key,
 )
+from hermetic.core import platforms, times
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import (
+    BuildError,
+    EnvironmentError_,
+    HermeticError,
+    RecipeError,
+    SubprocessFailed,
+    UsageError,
+)
+from hermetic.core.log import null_log
+from hermetic.fetch import sdist, toolchain
+from hermetic.fetch.sdist import SdistPin
 from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model import recipe, record, toolchains
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.fetch.sdist import CachedSdist
-    from hermetic.model.settings import Settings
     from hermetic.fetch.wheelhouse import Requirements
+    from hermetic.model.settings import Settings
 
 WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
 ZIP_EPOCH_MIN = 315532800
 _SKIP_IN_REPACK = ("RECORD", "RECORD.jws", "RECORD.p7s")
-HOST = toolchain.Toolchain(name="host", kind="host")  # the machine's compiler: what wheels were built with before zig
+HOST = toolchains.Toolchain(name="host", kind="host")  # the machine's compiler: what wheels were built with before zig
 
 
 # --- the compiler recipe (data) ----------------------------------------------------------------
@@ -345,7 +342,7 @@ def _compiler(ref: record.ToolchainRef) -> tuple[str, ...]:
 
 def wheel_toolchain(
     settings: Settings, prefix: Path, built_with: record.ToolchainRef | None, warn: Log = null_log
-) -> toolchain.Toolchain:
+) -> toolchains.Toolchain:
     """The toolchain a wheel linking the static LLVM at `prefix` is compiled with.
 
     The LLVM's record decides (`built_with`): an LLVM built with zig links zig's libc++, one built by the
@@ -353,10 +350,10 @@ def wheel_toolchain(
     the same. Without a record (a distribution's LLVM, say) the host's compiler is used unless
     `--toolchain` names another, with a warning: whatever built such an LLVM, it was not our zig.
     """
-    catalog = toolchain.load(settings.toolchain_dir)
+    catalog = toolchains.load(settings.toolchain_dir)
     if built_with is None:
         arch = platforms.zig_arch(settings.arch) if settings.arch else None
-        tc = toolchain.select(catalog, settings.toolchain or HOST.name, settings.glibc, arch)
+        tc = toolchains.select(catalog, settings.toolchain or HOST.name, settings.glibc, arch)
         how = "selected" if settings.toolchain else "no record names a pinned toolchain"
         warn(
             f"wheel: warning: {prefix} has no hermetic build record, so nothing says which compiler built it; "
@@ -376,7 +373,7 @@ def wheel_toolchain(
             f"with that toolchain first (`hermetic build llvm {asked}`)",
         )
     try:
-        tc = toolchain.select_recorded(catalog, built_with)
+        tc = toolchains.select_recorded(catalog, built_with)
     except UsageError as exc:
         raise UsageError(
             f"this checkout cannot select the toolchain the LLVM at {prefix} was built with ({built_with.label})",
@@ -476,10 +473,10 @@ def current_interpreter() -> Interpreter:
 def interpreter_runner(path: str) -> tuple[tuple[str, ...], Path | None]:
     """How to run the interpreter `path` here: directly, or (another architecture's) under qemu-user with the
     root it lives in; that root, or None."""
-    plat = toolchain.binary_platform(Path(path))
+    plat = toolchains.binary_platform(Path(path))
     if plat is None or plat.oci == platforms.machine_arch():
         return (), None
-    root = toolchain.program_root(Path(path), plat)
+    root = toolchains.program_root(Path(path), plat)
     if root is None:
         raise UsageError(
             f"{path} is an {plat.oci} program, and no {plat.oci} root holds it",
@@ -488,7 +485,7 @@ def interpreter_runner(path: str) -> tuple[tuple[str, ...], Path | None]:
             f"pass the python3.X of a whole {plat.oci} root of Debian's packages (README, \"The arm64 wheel\": "
             "tests/debian_root.py makes one)",
         )
-    return toolchain.emulator(plat.oci, root), root
+    return toolchains.emulator(plat.oci, root), root
 
 
 def probe_interpreter(path: str) -> Interpreter | None:
@@ -596,7 +593,7 @@ def project_py_api(project: Path) -> str:
     return api if isinstance(api, str) else ""
 
 
-def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
+def _usable(interp: Interpreter, tc: toolchains.Toolchain) -> None:
     """Refuse an interpreter the build cannot compile against, before anything runs."""
     if interp.implementation != "CPython":
         raise UsageError(f"{interp.executable} is {interp.implementation}", "hermetic builds CPython wheels", "pass a CPython interpreter")
@@ -607,7 +604,7 @@ def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
             f"install them (Debian: apt-get install python{'.'.join(map(str, interp.xy))}-dev) or pick another "
             "interpreter (`hermetic wheel --python` lists them)",
         )
-    want = toolchain.target_arch(tc)
+    want = toolchains.target_arch(tc)
     if interp.arch and interp.arch != want:
         raise UsageError(
             f"{interp.executable} is an {interp.arch} interpreter; this wheel is for {want} ({tc.label})",
@@ -629,7 +626,7 @@ def _usable(interp: Interpreter, tc: toolchain.Toolchain) -> None:
         )
 
 
-def multiarch_pyconfig(interp: Interpreter, tc: toolchain.Toolchain) -> tuple[str, Path] | None:
+def multiarch_pyconfig(interp: Interpreter, tc: toolchains.Toolchain) -> tuple[str, Path] | None:
     """Debian's pyconfig.h only includes <x86_64-linux-gnu/python3.X/pyconfig.h>: that one header
     (its include name and its file), which a zig build gets through a directory holding it alone,
     never through the host's whole /usr/include."""
@@ -658,7 +655,7 @@ class WheelJob:
     recipe: WheelRecipe
     epoch: int
     toolchain_file: Path
-    toolchain: toolchain.Toolchain = HOST
+    toolchain: toolchains.Toolchain = HOST
     python: Interpreter = field(default_factory=current_interpreter)  # the target: headers, EXT_SUFFIX, tag
     llvm_record: record.LLVMRecordRef | None = None  # the hermetic build record of the LLVM, when there is one
     build_python: Interpreter | None = None  # runs the build venv; None: `python` (not cross-built)
@@ -782,7 +779,7 @@ def plan(
     found = find_llvm_build(llvm.prefix, settings.work_dir)
     tc = wheel_toolchain(settings, llvm.prefix, found[1].toolchain_ref if found else None, warn)
     _same_arch(settings, llvm.prefix, tc, found is not None)
-    arch = toolchain.target_arch(tc)
+    arch = toolchains.target_arch(tc)
     host = wr.missing_host_target(arch, llvm.targets)
     if host:
         raise UsageError(
@@ -861,9 +858,9 @@ def matching_recipes(recipes_dir: Path, version: str, default_version: str, vari
     return fit, why
 
 
-def _same_arch(settings: Settings, prefix: Path, tc: toolchain.Toolchain, recorded: bool) -> None:
+def _same_arch(settings: Settings, prefix: Path, tc: toolchains.Toolchain, recorded: bool) -> None:
     """`--arch` (default: this machine's) must be the architecture the LLVM was built for."""
-    built = toolchain.target_arch(tc)
+    built = toolchains.target_arch(tc)
     if settings.arch and settings.arch != built:
         said = f"its record says {tc.label}" if recorded else f"it is compiled with {tc.label}"
         raise UsageError(
@@ -888,7 +885,7 @@ def _zig_toolchain_file(job: WheelJob, tools_cmake: Path, dest: Path, pyconfig: 
                         exports: Path | None = None) -> Path:
     """The CMake toolchain of a zig build: reproducible.cmake, zig's archiver, and debug info stripped at link;
     for another architecture's interpreter, CMake's cross-compiling system and processor too."""
-    plat = platforms.PLATFORMS[toolchain.target_arch(job.toolchain)]
+    plat = platforms.PLATFORMS[toolchains.target_arch(job.toolchain)]
     cross = [
         "# A cross build: the wheel's interpreter is another architecture's (run under qemu-user).",
         "set(CMAKE_SYSTEM_NAME Linux)",
@@ -1006,7 +1003,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
         tc_dir = base / "toolchain"
         shutil.rmtree(tc_dir, ignore_errors=True)
-        prepared = toolchain.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache",
+        prepared = wrappers.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache",
                                      drop_flags=job.recipe.zig_link.drop)
         bin_dir = Path(prepared.env["CC"]).parent
         env |= prepared.env | {"AR": str(bin_dir / "ar"), "RANLIB": str(bin_dir / "ranlib")}

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermetic.model import record
 from hermetic.core.errors import BuildError
+from hermetic.model import record
 
 WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).

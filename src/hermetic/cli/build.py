@@ -26,7 +26,7 @@ from hermetic.cli.sign import add_sign_key
 from hermetic.core import platforms
 from hermetic.core.log import stderr_log
 from hermetic.fetch import sources, toolchain
-from hermetic.model import recipe
+from hermetic.model import recipe, toolchains
 from hermetic.model.record import load_build_record, write_json
 from hermetic.oci.image import spec_from_record
 from hermetic.oci.index import merge_layouts
@@ -48,7 +48,7 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
                                     tuple(variant.values("targets")))
     # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
     arch = platforms.zig_arch(settings.arch or platforms.machine_arch())
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
+    tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
     house = wheel.fetch_wheelhouses(settings, log, fit)
     sdists = [wheel.sdist_fetch(settings, w.sdist, log) for w in fit if w.sdist]

@@ -14,6 +14,7 @@ from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.core.log import stderr_log
 from hermetic.fetch import toolchain
+from hermetic.model import toolchains
 
 if TYPE_CHECKING:
     from hermetic.cli.common import Common, Subparsers
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    cat = toolchain.load(settings.toolchain_dir)
+    cat = toolchains.load(settings.toolchain_dir)
     for tc in cat.toolchains:
         mark = " (default)" if tc.name == cat.default else ""
         if tc.kind == "host":
@@ -35,12 +36,12 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _zig(settings: Settings) -> toolchain.Toolchain:
+def _zig(settings: Settings) -> toolchains.Toolchain:
     """--toolchain when given, else the one zig toolchain that pins a slim archive (the default if it does)."""
-    cat = toolchain.load(settings.toolchain_dir)
+    cat = toolchains.load(settings.toolchain_dir)
     zigs = [t for t in cat.toolchains if t.kind == "zig"]
     if settings.toolchain:
-        tc = toolchain.select(cat, settings.toolchain)
+        tc = toolchains.select(cat, settings.toolchain)
     else:
         pinned = [t for t in zigs if t.slim is not None] or zigs
         chosen = [t for t in pinned if t.name == cat.default] or pinned
@@ -58,7 +59,7 @@ def _zig(settings: Settings) -> toolchain.Toolchain:
     return tc
 
 
-def _matches_pin(out_dir: Path, tc: toolchain.Toolchain) -> bool:
+def _matches_pin(out_dir: Path, tc: toolchains.Toolchain) -> bool:
     """Whether DIR already holds the pinned archive and its slim.json (deriving it again takes minutes)."""
     if tc.slim is None:
         return False
@@ -75,7 +76,7 @@ def cmd_slim(args: argparse.Namespace, settings: Settings) -> int:
     log = stderr_log(settings.quiet)
     tc = _zig(settings)
     out_dir = Path(args.output).absolute() if args.output else settings.work_dir / "toolchains"
-    dest = out_dir / toolchain.slim_name(tc)
+    dest = out_dir / toolchains.slim_name(tc)
     if _matches_pin(out_dir, tc):
         log(f"toolchain: {dest} is already there and matches its pin")
         out(str(dest))
@@ -107,7 +108,7 @@ def cmd_compile_host(args: argparse.Namespace, settings: Settings) -> int:
     # --arch: the compilers of builds for that target (a cross build sends its target's compiles); one
     # host may serve several targets, one command each, into the same DIR
     arch = platforms.zig_arch(settings.arch) if settings.arch else None
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
+    tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     if tc.kind != "zig":
         raise UsageError(f"toolchain {tc.name} cannot serve distributed builds", "it is the machine's compiler, not a pinned file",
                          "pass --toolchain NAME of a zig toolchain (the default)")

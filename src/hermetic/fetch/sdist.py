@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from hermetic.core.errors import SourceError
 from hermetic.core.log import null_log
-from hermetic.fetch.sources import admit_file, cached_file, download_verified, require_cached_file
+from hermetic.fetch.cache import admit_file, cached_file, download_verified, require_cached_file
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log

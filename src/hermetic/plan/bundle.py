@@ -34,8 +34,8 @@ from hermetic.build import wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.fetch import sources, toolchain, wheelhouse
-from hermetic.model import recipe
+from hermetic.fetch import cache, sources, toolchain, wheelhouse
+from hermetic.model import recipe, toolchains
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
 from hermetic.plan import steps
@@ -117,7 +117,7 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, variant_name or settings.variant)
     arch = settings.arch or platforms.machine_arch()
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
+    tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
     fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
                                     tuple(variant.values("targets")), arch)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
@@ -149,7 +149,7 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
     return out
 
 
-def _toolchain_file(settings: Settings, tc: toolchain.Toolchain, log: Log) -> tuple[Path, str]:
+def _toolchain_file(settings: Settings, tc: toolchains.Toolchain, log: Log) -> tuple[Path, str]:
     """The slim archive when the cache has it (smaller), else the wheel (fetched if need be)."""
     if tc.slim is not None:
         slim = toolchain.slim_nearby(settings.cache_dir, tc, settings.mirrors, log)
@@ -268,7 +268,7 @@ def feed(opened: Opened, root_dir: Path, cache_dir: Path, log: Log) -> None:
                 raise VerifyError(f"bundle entry {e.name} would land outside the cache", e.cache_path, "")
             dest = cache_dir / e.cache_path
             if not (dest.is_file() and file_sha256(dest) == e.sha256):
-                sources.admit_file(dest, e.sha256, blob, f"bundle:{opened.manifest.digest}", f"{e.role} {e.name}")
+                cache.admit_file(dest, e.sha256, blob, f"bundle:{opened.manifest.digest}", f"{e.role} {e.name}")
     got = recipe.load_at(root_dir / opened.llvm_recipe, opened.llvm_version or None, root_dir).digest()
     if got != opened.recipe_digest:
         raise VerifyError("the bundle's recipe is not the one it names", f"{got} unpacked, {opened.recipe_digest} listed",

@@ -22,8 +22,8 @@ from hermetic.build import compile_cache, distribute, llvm, wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, RegistryError, SourceError
-from hermetic.fetch import sources, toolchain, wheelhouse
-from hermetic.model import recipe
+from hermetic.fetch import prune, sources, toolchain, wheelhouse
+from hermetic.model import recipe, toolchains
 from hermetic.plan import steps, substitute
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def plan_all(
     variant = recipe.resolve_variant(rec, variant_name or settings.variant, overrides)
     title = f"{rec.name}-{variant.name}"  # what the plan's lines call the build: llvm-support
     arch = settings.arch or platforms.machine_arch()
-    tc = toolchain.select(toolchain.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
+    tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
     cross = arch != platforms.machine_arch()
     if settings.compile_cache:
         # refused before anything runs: a TCP cache cannot be reached from the build's network namespace
@@ -150,7 +150,7 @@ def plan_all(
     )
 
     # prune: the variant's deterministic subset of the release
-    prune_id = _digest("prune", sources.PRUNE_RULES_VERSION, rec.prune.as_json(), pins, variant.values("targets"), variant.values("projects"))
+    prune_id = _digest("prune", prune.PRUNE_RULES_VERSION, rec.prune.as_json(), pins, variant.values("targets"), variant.values("projects"))
     if mode != "pruned":
         prune_step = Step("prune", "prune source", prune_id, SKIP, f"--source {source} builds without pruning", lambda: None)
     else:

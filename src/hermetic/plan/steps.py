@@ -13,7 +13,7 @@ from hermetic.attest.attach import attest_image, attest_wheel
 from hermetic.build import llvm, wheel
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, VerifyError
-from hermetic.fetch import sources
+from hermetic.fetch import cache, prune, sources
 from hermetic.model import record
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.plan import substitute
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def pruned_path(settings: Settings, rec: recipe.Recipe, archive: recipe.Archive, variant: recipe.Variant) -> Path:
-    key = sources.prune_key(archive, variant, rec.prune)
+    key = prune.prune_key(archive, variant, rec.prune)
     return settings.cache_dir / "pruned" / key / f"{rec.pruned_root}-{variant.name}.tar.xz"
 
 
@@ -38,7 +38,7 @@ def cached_pruned(settings: Settings, rec: recipe.Recipe, variant: recipe.Varian
         dest = pruned_path(settings, rec, archive, variant)
         if dest.is_file() and dest.with_name("pruned.json").is_file():
             meta = _pruned_meta(dest.with_name("pruned.json"))
-            if meta.get("from", {}).get("sha256") == archive.sha256 and sources.cached_file(dest, meta["sha256"], log):
+            if meta.get("from", {}).get("sha256") == archive.sha256 and cache.cached_file(dest, meta["sha256"], log):
                 return meta | {"path": str(dest)}
     return None
 
@@ -51,18 +51,18 @@ def ensure_pruned(
     meta_path = dest.with_name("pruned.json")
     if dest.is_file() and meta_path.is_file():
         meta = _pruned_meta(meta_path)
-        if sources.cached_file(dest, meta["sha256"], log) is not None:
+        if cache.cached_file(dest, meta["sha256"], log) is not None:
             log(f"prune: {dest.name} already in the cache")
             # the file just verified: pruned.json names where it was written, and a cache copied or reached
             # elsewhere (another user's copy, a mount) would send the build to that path
             return meta | {"path": str(dest)}
-    sources.prune(src, rec, variant, dest, log)
+    prune.prune(src, rec, variant, dest, log)
     meta = {
         "file": dest.name,
         "path": str(dest),
         "sha256": file_sha256(dest),
         "size": dest.stat().st_size,
-        "key": sources.prune_key(src.archive, variant, rec.prune),
+        "key": prune.prune_key(src.archive, variant, rec.prune),
         "from": src.as_json(),
         "variant": variant.name,
     }

@@ -34,8 +34,8 @@ from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, UsageError, VerifyError
 from hermetic.core.log import stderr_log
-from hermetic.fetch import sources, toolchain
-from hermetic.model import recipe, record
+from hermetic.fetch import prune, sources
+from hermetic.model import recipe, record, toolchains
 from hermetic.oci import referrers
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.layout import Layout
@@ -194,10 +194,10 @@ def _release_archive(
     return got
 
 
-def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolchain.Toolchain:
+def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolchains.Toolchain:
     """This checkout's toolchain of the recorded name and target; refused when its pinned identity differs."""
     try:
-        tc = toolchain.select_recorded(toolchain.load(settings.toolchain_dir), want)
+        tc = toolchains.select_recorded(toolchains.load(settings.toolchain_dir), want)
     except UsageError as exc:
         raise VerifyError(
             f"this checkout cannot select the toolchain the artifact was built with ({want.label})",
@@ -254,7 +254,7 @@ def _rebuild_llvm(
         else:
             path = root / "source" / (pruned.file or cached.name)
             log(f"verify: pruning {src.archive.file} again")
-            sources.prune(src, rec, variant, path, log)
+            prune.prune(src, rec, variant, path, log)
             note = f"pruned again from {src.archive.file}"
         digest = file_sha256(path)
         report.comparisons.append(Comparison("pruned source", "sha256:" + pruned.sha256, "sha256:" + digest, note))
@@ -262,7 +262,7 @@ def _rebuild_llvm(
             raise _mismatch(report, settings, Path(pruned.path), path, log)
         meta = record.PrunedSource(
             file=path.name, path=str(path), sha256=digest, size=path.stat().st_size,
-            key=sources.prune_key(src.archive, variant, rec.prune), source=record.SourceOrigin.from_json(src.as_json()),
+            key=prune.prune_key(src.archive, variant, rec.prune), source=record.SourceOrigin.from_json(src.as_json()),
             variant=variant.name,
         ).as_json()
         inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta, toolchain=tc)
@@ -461,7 +461,7 @@ def verify_wheel(settings: Settings, path: Path, report: Report, log: Log) -> No
     root = _fresh_dir(report.rebuild_dir, [art.wheel.parent])
     # the architecture the wheel was built for: the toolchain's target (a cross-built wheel's is not this machine's)
     rebuilt_settings = dataclasses.replace(settings, work_dir=root / "work", toolchain=want.name, glibc=want.glibc or None,
-                                           arch=toolchain.target_arch(tc))
+                                           arch=toolchains.target_arch(tc))
     with rebuild_conditions(report):
         job = wheel.plan(rebuilt_settings, project, prefix, root / "dist", wheelhouse, python=python, warn=log,
                          recipe_name=wrec.project.recipe, log=log)

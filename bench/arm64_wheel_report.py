@@ -31,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's hermetic
 
-from devtools import reportlib  # noqa: E402
-from devtools.debian_root import make_root  # noqa: E402
-from hermetic.core import platforms  # noqa: E402
+from devtools import reportlib
+from devtools.debian_root import make_root
+from hermetic.core import platforms
 
 ARM = platforms.PLATFORMS["arm64"]
 ARM_PIP = ["--platform", "manylinux_2_28_aarch64", "--python-version", "3.11", "--implementation", "cp",

@@ -31,11 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hermetic
 
-from hermetic.build import wrappers  # noqa: E402
-from hermetic.core import platforms  # noqa: E402
-from hermetic.fetch import toolchain  # noqa: E402
-from hermetic.model import toolchains  # noqa: E402
-from hermetic.model.settings import resolve  # noqa: E402
+from hermetic.build import wrappers
+from hermetic.core import platforms
+from hermetic.fetch import toolchain
+from hermetic.model import toolchains
+from hermetic.model.settings import resolve
 
 
 def _os_name() -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic.build import buildtools, llvm, sandbox
+from hermetic.build import buildenv as buildtools
+from hermetic.build import llvm, sandbox
 from hermetic.core.errors import SubprocessFailed
 from hermetic.model import recipe, toolchains
 from hermetic.model.settings import Settings

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from hermetic.build import buildtools
+from hermetic.build import buildenv
+from hermetic.build import buildenv as buildtools
 from hermetic.core.errors import EnvironmentError_, SourceError
 from hermetic.model.settings import Settings
 
@@ -55,43 +56,43 @@ def _house(tmp_path: Path, cmake_says: str = "4.4.4") -> Settings:
 def test_tools_are_unpacked_once_and_checked(tmp_path: Path) -> None:
     settings = _house(tmp_path)
     logged: list[str] = []
-    tools = buildtools.ensure(settings, logged.append)
+    tools = buildenv.ensure(settings, logged.append)
     cmake, ninja = tools.exe("cmake"), tools.exe("ninja")
     assert cmake.is_file() and os.access(cmake, os.X_OK) and ninja.is_file()
     assert (cmake.parent.parent / "share" / "cmake-4.4" / "Modules" / "X.cmake").is_file()  # its modules beside it
     assert not (cmake.parent.parent / "doc").exists()
     env = {"PATH": tools.path("/usr/bin:/bin")}
-    assert buildtools.check_versions(tools, env) == {
+    assert buildenv.check_versions(tools, env) == {
         "cmake": "cmake version 4.4.4", "ninja": "1.13.2.git.kitware.jobserver-pipe-1"}
     assert len(logged) == 2
-    buildtools.ensure(settings, logged.append)
+    buildenv.ensure(settings, logged.append)
     assert len(logged) == 2, "a second use unpacks nothing"
     assert set(tools.identity()) == {"cmake", "ninja"}
 
 
 def test_another_cmake_first_on_path_is_refused(tmp_path: Path) -> None:
     settings = _house(tmp_path)
-    tools = buildtools.ensure(settings)
+    tools = buildenv.ensure(settings)
     other = tmp_path / "other-bin"
     other.mkdir()
     (other / "cmake").write_text("#!/bin/sh\necho 'cmake version 4.4.4'\n")  # even one saying the same version
     (other / "cmake").chmod(0o755)
     with pytest.raises(EnvironmentError_, match=r"not the pinned cmake 4\.4\.4"):
-        buildtools.check_versions(tools, {"PATH": f"{other}:{tools.path('/usr/bin')}"})
+        buildenv.check_versions(tools, {"PATH": f"{other}:{tools.path('/usr/bin')}"})
 
 
 def test_a_tool_saying_another_version_is_refused(tmp_path: Path) -> None:
     settings = _house(tmp_path, cmake_says="3.25.1")
-    tools = buildtools.ensure(settings)
+    tools = buildenv.ensure(settings)
     with pytest.raises(EnvironmentError_, match=r"cmake version 3\.25\.1"):
-        buildtools.check_versions(tools, {"PATH": tools.path("/usr/bin")})
+        buildenv.check_versions(tools, {"PATH": tools.path("/usr/bin")})
 
 
 def test_a_changed_tool_in_the_cache_is_unpacked_again(tmp_path: Path) -> None:
     settings = _house(tmp_path)
-    cmake = buildtools.ensure(settings).exe("cmake")
+    cmake = buildenv.ensure(settings).exe("cmake")
     cmake.write_text("#!/bin/sh\necho 'cmake version 4.4.4'; echo tampered\n")
-    assert "tampered" not in buildtools.ensure(settings).exe("cmake").read_text()
+    assert "tampered" not in buildenv.ensure(settings).exe("cmake").read_text()
 
 
 def test_a_wheelhouse_without_the_tools_says_how_to_fill_it(tmp_path: Path) -> None:
@@ -99,13 +100,13 @@ def test_a_wheelhouse_without_the_tools_says_how_to_fill_it(tmp_path: Path) -> N
     for w in settings.wheelhouse.glob("ninja-*.whl"):  # type: ignore[union-attr]
         w.unlink()
     with pytest.raises(SourceError) as err:
-        buildtools.ensure(settings)
+        buildenv.ensure(settings)
     assert "hermetic fetch" in err.value.fix and "ninja==1.13.2" in err.value.why
 
 
 def test_the_real_pins_name_both_tools() -> None:
     reqs = (ROOT / "toolchain" / "build-requirements.txt").read_text()
-    assert all(f"\n{name}==" in "\n" + reqs for name in buildtools.TOOLS)
+    assert all(f"\n{name}==" in "\n" + reqs for name in buildenv.TOOLS)
 
 
 def test_conan_pin_is_pyprojects_and_the_installed_conan_passes() -> None:
@@ -113,12 +114,12 @@ def test_conan_pin_is_pyprojects_and_the_installed_conan_passes() -> None:
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pinned = [d.partition("==")[2] for d in deps if d.startswith("conan==")]
-    assert pinned and buildtools.conan_pin() == pinned[0]
+    assert pinned and buildenv.conan_pin() == pinned[0]
     # this environment was installed from the pins (.ci/setup): the build's Conan is this Python's
-    cmd = buildtools.conan_command()
+    cmd = buildenv.conan_command()
     assert cmd[0] == sys.executable and "from conans.conan import run" in cmd[-1]
     out = subprocess.run([*cmd, "--version"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
-    assert out.stdout.strip() == f"Conan version {buildtools.conan_pin()}", out
+    assert out.stdout.strip() == f"Conan version {buildenv.conan_pin()}", out
 
 
 def test_another_conan_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +127,7 @@ def test_another_conan_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(buildtools.importlib.metadata, "version",
                         lambda name: "2.0.1" if name == "conan" else real(name))
     with pytest.raises(EnvironmentError_) as err:
-        buildtools.conan_command()
+        buildenv.conan_command()
     msg = str(err.value)
-    assert "Conan 2.0.1" in msg and f"pinned Conan {buildtools.conan_pin()}" in msg
-    assert err.value.fix == f"pip install conan=={buildtools.conan_pin()}" and "toolchain files" in err.value.why
+    assert "Conan 2.0.1" in msg and f"pinned Conan {buildenv.conan_pin()}" in msg
+    assert err.value.fix == f"pip install conan=={buildenv.conan_pin()}" and "toolchain files" in err.value.why

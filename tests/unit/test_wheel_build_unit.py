@@ -20,6 +20,7 @@ from hermetic.cli import main as cli_main
 from hermetic.cli import wheel as cli_wheel
 from hermetic.core.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
 from hermetic.fetch import wheelhouse
+from hermetic.model import requirements
 from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -44,7 +45,7 @@ Scikit_Build.Core==1.1.2 \\
 
 nanobind==3.1.0 --hash=sha256:{H1}  # trailing comment
 """
-    reqs = wheelhouse.parse_requirements(text, "r.txt")
+    reqs = requirements.parse_requirements(text, "r.txt")
     assert [(r.name, r.version) for r in reqs] == [("nanobind", "3.1.0"), ("scikit-build-core", "1.1.2")]
     assert reqs[1].hashes == (H1, H2)
 
@@ -65,12 +66,12 @@ nanobind==3.1.0 --hash=sha256:{H1}  # trailing comment
 )
 def test_parse_requirements_refuses(text: str, message: str) -> None:
     with pytest.raises(RecipeError, match=message) as exc:
-        wheelhouse.parse_requirements(text, "r.txt")
+        requirements.parse_requirements(text, "r.txt")
     assert exc.value.fix and "r.txt:" in exc.value.what + " r.txt:"
 
 
 def test_real_build_requirements_are_complete_and_pinned() -> None:
-    reqs = wheelhouse.load_requirements(ROOT / "toolchain" / "build-requirements.txt")
+    reqs = requirements.load_requirements(ROOT / "toolchain" / "build-requirements.txt")
     names = {r.name for r in reqs.items}
     # the compiler core's build-system.requires, the tools it runs, their deps, and pip for the bootstrap
     assert {"scikit-build-core", "nanobind", "cmake", "ninja", "packaging", "pathspec", "pip"} <= names
@@ -80,11 +81,11 @@ def test_real_build_requirements_are_complete_and_pinned() -> None:
 
 
 def test_requirements_digest_ignores_layout() -> None:
-    a = wheelhouse.parse_requirements(f"x==1 --hash=sha256:{H1}\ny==2 --hash=sha256:{H2}\n")
-    b = wheelhouse.parse_requirements(f"# c\ny==2 \\\n  --hash=sha256:{H2}\nx==1 --hash=sha256:{H1}\n")
-    c = wheelhouse.parse_requirements(f"x==1 --hash=sha256:{H2}\ny==2 --hash=sha256:{H2}\n")
-    assert wheelhouse.Requirements(Path("a"), a).digest() == wheelhouse.Requirements(Path("b"), b).digest()
-    assert wheelhouse.Requirements(Path("a"), a).digest() != wheelhouse.Requirements(Path("c"), c).digest()
+    a = requirements.parse_requirements(f"x==1 --hash=sha256:{H1}\ny==2 --hash=sha256:{H2}\n")
+    b = requirements.parse_requirements(f"# c\ny==2 \\\n  --hash=sha256:{H2}\nx==1 --hash=sha256:{H1}\n")
+    c = requirements.parse_requirements(f"x==1 --hash=sha256:{H2}\ny==2 --hash=sha256:{H2}\n")
+    assert requirements.Requirements(Path("a"), a).digest() == requirements.Requirements(Path("b"), b).digest()
+    assert requirements.Requirements(Path("a"), a).digest() != requirements.Requirements(Path("c"), c).digest()
 
 
 # --- wheelhouse --------------------------------------------------------------------------------
@@ -106,16 +107,16 @@ def _house(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
 
 def test_check_wheelhouse_finds_verified_and_flags_tampered(tmp_path: Path) -> None:
     req, house, files = _house(tmp_path)
-    reqs = wheelhouse.load_requirements(req)
+    reqs = requirements.load_requirements(req)
     (house / "alpha-1.0-py3-none-any.whl").write_bytes(files["alpha-1.0-py3-none-any.whl"])
     (house / "beta_pkg-2.0-py3-none-any.whl").write_bytes(b"tampered")
     (house / "unrelated-9-py3-none-any.whl").write_bytes(b"x")
-    check = wheelhouse.check_wheelhouse(house, reqs)
+    check = requirements.check_wheelhouse(house, reqs)
     assert [p.name for p in check.found["alpha"]] == ["alpha-1.0-py3-none-any.whl"]
     assert check.missing == ("beta-pkg==2.0",)
     assert check.bad == ("beta_pkg-2.0-py3-none-any.whl",)
     with pytest.raises(SourceError) as exc:
-        wheelhouse.require_wheelhouse(house, reqs)
+        requirements.require_wheelhouse(house, reqs)
     assert "beta-pkg==2.0" in exc.value.why and "hermetic fetch" in exc.value.fix
 
 
@@ -452,8 +453,8 @@ def test_module_reads_no_environment() -> None:
 
 def test_venv_key_follows_requirements(tmp_path: Path) -> None:
     req, _, _ = _house(tmp_path)
-    reqs = wheelhouse.load_requirements(req)
-    other = wheelhouse.Requirements(req, reqs.items[:1])
+    reqs = requirements.load_requirements(req)
+    other = requirements.Requirements(req, reqs.items[:1])
     wr = wheel.load_wheel_recipe(ROOT / "recipes")
     llvm = wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7")
     a = wheel.WheelJob(tmp_path, llvm, tmp_path, tmp_path, reqs, wr, 0, tmp_path)

@@ -10,6 +10,7 @@ import pytest
 
 from hermetic.core.errors import SourceError
 from hermetic.fetch import wheelhouse
+from hermetic.model import requirements
 from hermetic.model.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,6 @@ def test_require_wheelhouse_names_path_and_digests_of_a_damaged_wheel(tmp_path: 
         (house / name).write_bytes(data)
     (house / "alpha-1.0-py3-none-any.whl").write_bytes(b"alpha wheeL")
     with pytest.raises(SourceError) as exc:
-        wheelhouse.require_wheelhouse(house, wheelhouse.load_requirements(req))
+        requirements.require_wheelhouse(house, requirements.load_requirements(req))
     assert str(house / "alpha-1.0-py3-none-any.whl") in exc.value.why
     assert hashlib.sha256(b"alpha wheeL").hexdigest() in exc.value.why

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import provenance, sbom, sbom_wheel, signing
+from hermetic.build import buildenv
 from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.model import recipe, record
+from hermetic.model import recipe, record, requirements
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root, select_manifest
 from hermetic.oci.types import Descriptor
@@ -312,9 +313,9 @@ def _llvm_record_of(wrec: record.WheelRecord) -> record.BuildRecord | None:
 def _wheel_toolchain(wrec: record.WheelRecord) -> record.ToolchainVersions:
     if wrec.toolchain:
         return wrec.toolchain
-    from hermetic.build import llvm, sandbox
+    from hermetic.build import sandbox
 
-    found = record.ToolchainVersions.from_mapping(llvm.toolchain_versions(sandbox.build_env(wrec.source_date_epoch)))
+    found = record.ToolchainVersions.from_mapping(buildenv.toolchain_versions(sandbox.build_env(wrec.source_date_epoch)))
     return dataclasses.replace(found, detected_at="attestation (the wheel record does not name its compiler)")
 
 
@@ -338,14 +339,13 @@ def build_metadata(settings: Settings, wrec: record.WheelRecord) -> dict[str, st
 
     Only files with a sha256 the record pins count: a licence is read from the very file that was built with.
     """
-    from hermetic.fetch import wheelhouse
 
     pinned = {p.name.lower().replace("_", "-"): set(p.sha256) for p in wrec.build_requirements.pinned}
     out: dict[str, str] = {}
     dirs = {Path(wrec.wheelhouse)} if wrec.wheelhouse else set()
-    for d in {*dirs, wheelhouse.wheelhouse_dir(settings)}:
+    for d in {*dirs, requirements.wheelhouse_dir(settings)}:
         for whl in sorted(d.glob("*.whl")) if d.is_dir() else []:
-            project = wheelhouse.wheel_project(whl.name)
+            project = requirements.wheel_project(whl.name)
             if project and project[0] in pinned and project[0] not in out and file_sha256(whl) in pinned[project[0]]:
                 out[project[0]] = _metadata_text(whl)
     sd = wrec.project.sdist

@@ -12,10 +12,8 @@ import errno
 import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermetic.build import buildtools, compile_cache, distribute, netrelay, sandbox, wrappers
+from hermetic.build import buildenv, compile_cache, distribute, netrelay, sandbox, wrappers
+from hermetic.build.buildenv import toolchain_versions
 from hermetic.core import platforms, times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import BuildError, EnvironmentError_, disk_full
@@ -101,34 +100,6 @@ def _toolchain_digest(toolchain: Path) -> str:
 def build_dir(settings: Settings, build_path: str) -> Path:
     """WORK_DIR/<recipe>/<variant>[-<release>] (Recipe.build_path)."""
     return settings.work_dir / build_path
-
-
-def _version(argv: list[str]) -> str:
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "not found"
-    return out.strip().splitlines()[0] if out.strip() else "unknown"
-
-
-def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
-    """What the build's own PATH finds (not this process's)."""
-    def which(name: str) -> str:
-        return shutil.which(name, path=env.get("PATH")) or name
-
-    try:
-        conan = _version([*buildtools.conan_command(), "--version"])
-    except EnvironmentError_ as err:  # a wheel's record says so; an LLVM build has refused before this
-        conan = err.what
-    return {
-        "cc": _version([which(env.get("CC", "cc")), "--version"]),
-        "cxx": _version([which(env.get("CXX", "c++")), "--version"]),
-        "cmake": _version([which("cmake"), "--version"]),
-        "ninja": _version([which("ninja"), "--version"]),
-        "conan": conan,
-        "python": platform.python_version(),
-        "machine": f"{platform.system().lower()}-{platform.machine()}",
-    }
 
 
 def build(
@@ -254,15 +225,15 @@ def _build_into(
         log(f"build: cross build for linux/{arch} on {platforms.machine_arch()}: tablegen built by {build_tc.label}, "
             f"test_package run by {shlex.join(emulator)}")
     # CMake and Ninja: the pinned wheels' executables first on PATH, and checked to be the ones run.
-    tools = buildtools.ensure(settings, log)
+    tools = buildenv.ensure(settings, log)
     env = sandbox.build_env(
         epoch,
         {"CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] ",
          **prepared.env},
     )
     env["PATH"] = tools.path(env["PATH"])
-    buildtools.check_versions(tools, env)
-    conan = buildtools.conan_command()
+    buildenv.check_versions(tools, env)
+    conan = buildenv.conan_command()
     profile = prepared.profile
     started = time.time()
     if prepared.detect:

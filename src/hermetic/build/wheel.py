@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from hermetic.build import sandbox, wrappers
-from hermetic.build.llvm import toolchain_versions as llvm_toolchain_versions
+from hermetic.build.buildenv import toolchain_versions as llvm_toolchain_versions
 from hermetic.build.wheelfile import (
     WheelName,
     extension_problems,
@@ -66,13 +66,13 @@ from hermetic.core.errors import (
 from hermetic.core.log import null_log
 from hermetic.fetch import sdist, toolchain
 from hermetic.fetch.sdist import SdistPin
-from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
 from hermetic.model import recipe, record, toolchains
+from hermetic.model.requirements import load_requirements, require_wheelhouse, wheelhouse_dir
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.fetch.sdist import CachedSdist
-    from hermetic.fetch.wheelhouse import Requirements
+    from hermetic.model.requirements import Requirements
     from hermetic.model.settings import Settings
 
 WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA

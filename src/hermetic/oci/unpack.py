@@ -26,12 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermetic.core.errors import UsageError, VerifyError, disk_full
 from hermetic.model.record import compare_trees, load_build_record, scan_tree
-from hermetic.oci.layer import (
-    _DECOMPRESS_ERRORS,
-    _HashingReader,
-    _open_layer,
-    _undecompressable,
-)
+from hermetic.oci.layer import _DECOMPRESS_ERRORS, _HashingReader, _open_layer, _undecompressable
 from hermetic.oci.layout import pick_root, select_manifest
 
 if TYPE_CHECKING:

@@ -34,8 +34,8 @@ from hermetic.build import wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.fetch import cache, sources, toolchain, wheelhouse
-from hermetic.model import recipe, toolchains
+from hermetic.fetch import cache, sources, toolchain
+from hermetic.model import recipe, requirements, toolchains
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
 from hermetic.plan import steps
@@ -139,7 +139,7 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
         add("toolchain", *_toolchain_file(settings, tc, log))
     house = wheel.fetch_wheelhouses(settings, log, fit)
     for req_file in wheel.requirement_files(settings, fit):
-        check = wheelhouse.check_wheelhouse(house, wheelhouse.load_requirements(req_file))
+        check = requirements.check_wheelhouse(house, requirements.load_requirements(req_file))
         for path in sorted({p for ps in check.found.values() for p in ps} - {p for _, p in out}):
             add("wheelhouse", path)
     for w in fit:

@@ -22,8 +22,8 @@ from hermetic.build import compile_cache, distribute, llvm, wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, RegistryError, SourceError
-from hermetic.fetch import prune, sources, toolchain, wheelhouse
-from hermetic.model import recipe, toolchains
+from hermetic.fetch import prune, sources, toolchain
+from hermetic.model import recipe, requirements, toolchains
 from hermetic.plan import steps, substitute
 
 if TYPE_CHECKING:
@@ -137,10 +137,10 @@ def plan_all(
                                                     tuple(variant.values("targets")), arch)
 
     # wheelhouse: the hash-pinned build requirements: CMake and Ninja of the build, the wheels' too
-    req_sets = [wheelhouse.load_requirements(f) for f in wheel.requirement_files(settings, wheel_recipes)]
+    req_sets = [requirements.load_requirements(f) for f in wheel.requirement_files(settings, wheel_recipes)]
     reqs = req_sets[0]
-    house = wheelhouse.wheelhouse_dir(settings)
-    missing = [m for r in req_sets for m in wheelhouse.check_wheelhouse(house, r).missing]
+    house = requirements.wheelhouse_dir(settings)
+    missing = [m for r in req_sets for m in requirements.check_wheelhouse(house, r).missing]
     pinned = sum(len(r.items) for r in req_sets)
     house_step = Step(
         "wheelhouse", "fetch wheelhouse", _digest(*(r.digest() for r in req_sets)) if len(req_sets) > 1 else reqs.digest(),

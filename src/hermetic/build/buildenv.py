@@ -32,8 +32,8 @@ from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, SourceError
 from hermetic.core.log import null_log
 from hermetic.core.staging import staged_dir, write_file
-from hermetic.fetch.wheelhouse import load_requirements, require_wheelhouse, wheelhouse_dir
 from hermetic.model.record import scan_tree, tree_digest
+from hermetic.model.requirements import load_requirements, require_wheelhouse, wheelhouse_dir
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
@@ -205,3 +205,31 @@ def conan_command() -> list[str]:
     # (no PYTHONPATH), and a PYTHONPATH would also reach every compile and configure below Conan.
     paths = list(dict.fromkeys(p for p in sys.path if p and Path(p).is_dir()))
     return [sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}; from conans.conan import run; run()"]
+
+
+def _version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+    return out.strip().splitlines()[0] if out.strip() else "unknown"
+
+
+def toolchain_versions(env: dict[str, str]) -> dict[str, str]:
+    """What the build's own PATH finds (not this process's)."""
+    def which(name: str) -> str:
+        return shutil.which(name, path=env.get("PATH")) or name
+
+    try:
+        conan = _version([*conan_command(), "--version"])
+    except EnvironmentError_ as err:  # a wheel's record says so; an LLVM build has refused before this
+        conan = err.what
+    return {
+        "cc": _version([which(env.get("CC", "cc")), "--version"]),
+        "cxx": _version([which(env.get("CXX", "c++")), "--version"]),
+        "cmake": _version([which("cmake"), "--version"]),
+        "ninja": _version([which("ninja"), "--version"]),
+        "conan": conan,
+        "python": platform.python_version(),
+        "machine": f"{platform.system().lower()}-{platform.machine()}",
+    }

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, TINY, hermetic
-from hermetic.cli.bundle import _pull
 from hermetic.core.digests import file_sha256
 from hermetic.model import recipe
+from hermetic.oci import bundle as bundle_format
 from hermetic.plan import bundle
+from hermetic.plan.bundle import _pull
 
 pytestmark = pytest.mark.integration
 
@@ -28,22 +29,22 @@ def _small_bundle(tmp_path: Path) -> Path:
     for role, rel, data in (("pruned", "pruned/k/llvm-x.tar.xz", b"pruned"), ("wheelhouse", "wheelhouse/a.whl", b"w")):
         (cache / rel).parent.mkdir(parents=True, exist_ok=True)
         (cache / rel).write_bytes(data)
-        files.append((bundle.Entry(role, Path(rel).name, rel, file_sha256(cache / rel), len(data)), cache / rel))
+        files.append((bundle_format.Entry(role, Path(rel).name, rel, file_sha256(cache / rel), len(data)), cache / rel))
     rec = recipe.load(ROOT / "recipes")
     root = bundle.root_tar(ROOT, rec.source_date_epoch, ["build"])
-    bundle.write(tmp_path / "b", "bundle-small", files, root, {"steps": []},
-                 bundle.RecipeRef("recipes/llvm", rec.version, rec.digest()))
+    bundle_format.write(tmp_path / "b", "bundle-small", files, root, {"steps": []},
+                 bundle_format.RecipeRef("recipes/llvm", rec.version, rec.digest()))
     return tmp_path / "b"
 
 
 def test_bundle_push_and_pull_by_reference(registry: Any, tmp_path: Path) -> None:
-    local = bundle.open_layout(_small_bundle(tmp_path))
+    local = bundle_format.open_layout(_small_bundle(tmp_path))
     ref = f"{registry.host}/bundles/small:1"
     pushed = hermetic("push", str(local.layout.path), ref, "--insecure", "--quiet").stdout
     assert local.manifest.digest in pushed
-    got = bundle.open_layout(_pull(ref, tmp_path / "pulled", True, True))
+    got = bundle_format.open_layout(_pull(ref, tmp_path / "pulled", True, True))
     assert got.manifest.digest == local.manifest.digest and got.entries == local.entries
-    bundle.feed(got, tmp_path / "root", tmp_path / "fed", lambda m: None)
+    bundle_format.feed(got, tmp_path / "root", tmp_path / "fed", lambda m: None)
     assert (tmp_path / "fed" / "wheelhouse" / "a.whl").read_bytes() == b"w"
 
 
@@ -55,7 +56,7 @@ def test_the_tiny_recipe_rebuilt_from_its_bundle_alone(
     out = tmp_path / "bundle"
     hermetic("bundle", *tiny, "--variant", "support", "--toolchain", "host", "--cache", str(source_cache),
              "--work-dir", str(tmp_path / "w0"), "--output", str(out), "--quiet")
-    opened = bundle.open_layout(out)
+    opened = bundle_format.open_layout(out)
     assert {e.role for e in opened.entries} >= {"root", "plan", "pruned", "pruned-meta", "wheelhouse"}
     assert opened.llvm_recipe == TINY.relative_to(ROOT).as_posix()
     work, empty = tmp_path / "w1", tmp_path / "empty-cache"

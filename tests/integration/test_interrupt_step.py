@@ -22,7 +22,7 @@ DRIVER = """
 import os, sys
 from pathlib import Path
 from hermetic.build import sandbox
-from hermetic.cli.main import process_edges
+from hermetic.__main__ import process_edges
 
 work = Path(sys.argv[1])
 with process_edges():

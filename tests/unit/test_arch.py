@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, hermetic
-from hermetic.build import llvm, wrappers
+from hermetic.build import llvm, testrun, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
 from hermetic.model import recipe, record, toolchains
@@ -227,25 +227,25 @@ def test_a_missing_cross_libc_names_the_debian_packages(monkeypatch: pytest.Monk
 
 def _run_json(d: Path, emulator: list[str], output: str = "LLVM 19.1.7\n") -> Path:
     d.mkdir(parents=True, exist_ok=True)
-    (d / llvm.TEST_RUN).write_text(json.dumps({"emulator": emulator, "output": output}))
+    (d / testrun.TEST_RUN).write_text(json.dumps({"emulator": emulator, "output": output}))
     return d
 
 
 def test_a_test_package_that_did_not_run_fails_the_build(tmp_path: Path) -> None:
     with pytest.raises(BuildError) as err:
-        llvm.test_run(tmp_path, tuple(QEMU_ARM64), tmp_path / "build.log")
+        testrun.test_run(tmp_path, tuple(QEMU_ARM64), tmp_path / "build.log")
     assert "did not run its program" in err.value.what and "build.log" in err.value.fix
 
 
 def test_a_cross_build_test_package_must_have_run_under_its_emulator(tmp_path: Path) -> None:
     with pytest.raises(BuildError) as err:
-        llvm.test_run(_run_json(tmp_path / "a", []), tuple(QEMU_ARM64), tmp_path / "build.log")
+        testrun.test_run(_run_json(tmp_path / "a", []), tuple(QEMU_ARM64), tmp_path / "build.log")
     assert "ran with no emulator" in err.value.why
-    ran = llvm.test_run(_run_json(tmp_path / "b", QEMU_ARM64), tuple(QEMU_ARM64), tmp_path / "build.log")
-    assert ran == llvm.TestRun("LLVM 19.1.7", "qemu-aarch64-static -L /usr/aarch64-linux-gnu")
-    assert llvm.test_run(_run_json(tmp_path / "c", []), None, tmp_path / "l") == llvm.TestRun("LLVM 19.1.7", None)
+    ran = testrun.test_run(_run_json(tmp_path / "b", QEMU_ARM64), tuple(QEMU_ARM64), tmp_path / "build.log")
+    assert ran == testrun.TestRun("LLVM 19.1.7", "qemu-aarch64-static -L /usr/aarch64-linux-gnu")
+    assert testrun.test_run(_run_json(tmp_path / "c", []), None, tmp_path / "l") == testrun.TestRun("LLVM 19.1.7", None)
     with pytest.raises(BuildError):  # a native build's program under an emulator is not what was asked
-        llvm.test_run(_run_json(tmp_path / "d", QEMU_ARM64), None, tmp_path / "l")
+        testrun.test_run(_run_json(tmp_path / "d", QEMU_ARM64), None, tmp_path / "l")
 
 
 # --- the record and the image ----------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import ROOT
 from hermetic.build import buildenv as buildtools
-from hermetic.build import llvm, sandbox
+from hermetic.build import llvm, sandbox, swap
 from hermetic.core.errors import SubprocessFailed
 from hermetic.model import recipe, toolchains
 from hermetic.model.settings import Settings
@@ -57,8 +57,8 @@ def test_failed_rebuild_keeps_the_previous_build(
 
     def fail(argv: list[str], **kw: object) -> str:
         # the rebuild is under way in .new when it fails
-        seen.append(out / llvm.NEW)
-        assert (out / llvm.NEW / "recipe").is_dir()
+        seen.append(out / swap.NEW)
+        assert (out / swap.NEW / "recipe").is_dir()
         raise failure
 
     monkeypatch.setattr(sandbox, "run", fail)
@@ -67,7 +67,7 @@ def test_failed_rebuild_keeps_the_previous_build(
     assert seen, "the build never started"
     assert json.loads((out / "record.json").read_text()) == rec
     assert (out / "install" / "usr" / "lib.a").read_bytes() == b"good"
-    assert not (out / llvm.NEW).exists(), "the partial build (Conan home and all) must not stay behind"
+    assert not (out / swap.NEW).exists(), "the partial build (Conan home and all) must not stay behind"
 
 
 def test_kept_partial_build_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,11 +82,11 @@ def test_kept_partial_build_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyP
     logged: list[str] = []
     with pytest.raises(SubprocessFailed):
         llvm.build(settings, inputs, logged.append, keep_build=True)
-    assert (out / llvm.NEW / "recipe").is_dir() and any(str(out / llvm.NEW) in m for m in logged)
+    assert (out / swap.NEW / "recipe").is_dir() and any(str(out / swap.NEW) in m for m in logged)
 
 
 def _cut_off_swap(out: Path, after_commit: bool) -> None:
-    """The state a swap leaves when killed between its renames (see llvm.swap_in)."""
+    """The state a swap leaves when killed between its renames (see swap.swap_in)."""
     (out / ".swap").write_text("sha256:new\n")
     for name in ("install", "test_package"):
         os.rename(out / name, out / f".old-{name}")
@@ -100,7 +100,7 @@ def test_swap_cut_off_before_the_record_rolls_back(tmp_path: Path) -> None:
     out = tmp_path / "b"
     rec = _good_build(out)
     _cut_off_swap(out, after_commit=False)
-    llvm.recover(out)
+    swap.recover(out)
     assert json.loads((out / "record.json").read_text()) == rec
     assert (out / "install" / "usr" / "lib.a").read_bytes() == b"good"
     assert not list(out.glob(".old-*")) and not (out / ".swap").exists()
@@ -110,7 +110,7 @@ def test_swap_cut_off_after_the_record_completes(tmp_path: Path) -> None:
     out = tmp_path / "b"
     _good_build(out)
     _cut_off_swap(out, after_commit=True)
-    llvm.recover(out)
+    swap.recover(out)
     assert (out / "install" / "new").read_text() == "new"
     assert not list(out.glob(".old-*")) and not (out / ".swap").exists()
 
@@ -118,11 +118,11 @@ def test_swap_cut_off_after_the_record_completes(tmp_path: Path) -> None:
 def test_keep_build_keeps_the_build_directory_of_a_good_build(tmp_path: Path) -> None:
     out = tmp_path / "b"
     _good_build(out)
-    new = out / llvm.NEW
+    new = out / swap.NEW
     (new / "install" / "usr").mkdir(parents=True)
     (new / "test_package").mkdir()
     (new / "conan-home" / "p").mkdir(parents=True)
     (new / "record.json").write_text(json.dumps({"tree": {"digest": "sha256:new"}}))
-    llvm.swap_in(new, out, "sha256:new", keep_build=True)
+    swap.swap_in(new, out, "sha256:new", keep_build=True)
     assert (out / "conan-home" / "p").is_dir() and not new.exists()
     assert json.loads((out / "record.json").read_text())["tree"]["digest"] == "sha256:new"

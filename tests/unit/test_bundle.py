@@ -13,12 +13,13 @@ from helpers import ROOT
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, UsageError, VerifyError
 from hermetic.model import recipe
+from hermetic.oci import bundle as bundle_format
 from hermetic.plan import bundle
 
 pytestmark = pytest.mark.unit
 
 
-def _files(tmp_path: Path) -> list[tuple[bundle.Entry, Path]]:
+def _files(tmp_path: Path) -> list[tuple[bundle_format.Entry, Path]]:
     cache = tmp_path / "cache"
     out = []
     for role, rel, data in (("pruned", "pruned/k/llvm-x.tar.xz", b"pruned bytes"),
@@ -26,15 +27,15 @@ def _files(tmp_path: Path) -> list[tuple[bundle.Entry, Path]]:
         p = cache / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
-        out.append((bundle.Entry(role, p.name, rel, file_sha256(p), len(data)), p))
+        out.append((bundle_format.Entry(role, p.name, rel, file_sha256(p), len(data)), p))
     return out
 
 
 def _write(tmp_path: Path, name: str = "b") -> Path:
     rec = recipe.load(ROOT / "recipes")
     root = bundle.root_tar(ROOT, rec.source_date_epoch, ["build", "*.so"])
-    bundle.write(tmp_path / name, "bundle-test", _files(tmp_path), root, {"steps": []},
-                 bundle.RecipeRef("recipes/llvm", rec.version, rec.digest()))
+    bundle_format.write(tmp_path / name, "bundle-test", _files(tmp_path), root, {"steps": []},
+                 bundle_format.RecipeRef("recipes/llvm", rec.version, rec.digest()))
     return tmp_path / name
 
 
@@ -54,48 +55,48 @@ def test_root_tar_is_deterministic_and_holds_only_the_checkout_data() -> None:
 
 def test_write_open_feed_round_trip(tmp_path: Path) -> None:
     path = _write(tmp_path)
-    opened = bundle.open_layout(path)
+    opened = bundle_format.open_layout(path)
     assert [e.role for e in opened.entries] == ["root", "plan", "pruned", "wheelhouse"]
     assert opened.recipe_digest == recipe.load(ROOT / "recipes").digest()
-    bundle.feed(opened, tmp_path / "root", tmp_path / "fresh", lambda m: None)
+    bundle_format.feed(opened, tmp_path / "root", tmp_path / "fresh", lambda m: None)
     assert (tmp_path / "fresh" / "pruned/k/llvm-x.tar.xz").read_bytes() == b"pruned bytes"
     assert (tmp_path / "fresh" / "wheelhouse/cmake-4.4.4-py3-none-any.whl").read_bytes() == b"a wheel"
     assert recipe.load(tmp_path / "root" / "recipes").digest() == opened.recipe_digest
     # the same inputs give the same bundle digest
-    again = bundle.open_layout(_write(tmp_path, "c"))
+    again = bundle_format.open_layout(_write(tmp_path, "c"))
     assert again.manifest.digest == opened.manifest.digest
 
 
 def test_a_changed_blob_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path)
-    opened = bundle.open_layout(path)
+    opened = bundle_format.open_layout(path)
     pruned = next(e for e in opened.entries if e.role == "pruned")
     blob = opened.layout.blob_path("sha256:" + pruned.sha256)
     blob.write_bytes(b"pruned bytez")
     with pytest.raises(VerifyError, match="does not match its digest"):
-        bundle.open_layout(path)
+        bundle_format.open_layout(path)
 
 
 def test_feed_admits_only_by_sha256_and_never_outside_the_cache(tmp_path: Path) -> None:
     path = _write(tmp_path)
-    opened = bundle.open_layout(path)
-    evil = [e if e.role != "pruned" else bundle.Entry(e.role, e.name, "../outside", e.sha256, e.size) for e in opened.entries]
+    opened = bundle_format.open_layout(path)
+    evil = [e if e.role != "pruned" else bundle_format.Entry(e.role, e.name, "../outside", e.sha256, e.size) for e in opened.entries]
     with pytest.raises(VerifyError, match="outside the cache"):
-        bundle.feed(replace(opened, entries=tuple(evil)),
+        bundle_format.feed(replace(opened, entries=tuple(evil)),
                     tmp_path / "root", tmp_path / "fresh", lambda m: None)
-    lying = [e if e.role != "wheelhouse" else bundle.Entry(e.role, e.name, e.cache_path, "0" * 64, e.size)
+    lying = [e if e.role != "wheelhouse" else bundle_format.Entry(e.role, e.name, e.cache_path, "0" * 64, e.size)
              for e in opened.entries]
     with pytest.raises((SourceError, FileNotFoundError)):
-        bundle.feed(replace(opened, entries=tuple(lying)),
+        bundle_format.feed(replace(opened, entries=tuple(lying)),
                     tmp_path / "root2", tmp_path / "fresh2", lambda m: None)
     assert not (tmp_path / "fresh2" / "wheelhouse" / "cmake-4.4.4-py3-none-any.whl").exists()
 
 
 def test_a_recipe_other_than_the_one_named_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path)
-    opened = bundle.open_layout(path)
+    opened = bundle_format.open_layout(path)
     with pytest.raises(VerifyError, match="not the one it names"):
-        bundle.feed(bundle.Opened(opened.layout, opened.manifest, opened.name, "ab" * 32, opened.entries,
+        bundle_format.feed(bundle_format.Opened(opened.layout, opened.manifest, opened.name, "ab" * 32, opened.entries,
                                   opened.llvm_recipe, opened.llvm_version), tmp_path / "root", tmp_path / "fresh",
                     lambda m: None)
 
@@ -109,7 +110,7 @@ def test_not_a_bundle(tmp_path: Path) -> None:
                      os="linux", recipe={}, sources=(), tree_digest="")
     layout = write_image(spec, tmp_path / "img").layout
     with pytest.raises(UsageError, match="not a hermetic bundle"):
-        bundle.open_layout(layout)
+        bundle_format.open_layout(layout)
     assert json.loads((layout / "index.json").read_text())["manifests"]
 
 

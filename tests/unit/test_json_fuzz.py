@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from test_oci import make_record
 from test_oci_layers_benign import DIR, REG, layout_of, tar_of
 
+from hermetic.__main__ import main
 from hermetic.attest.inspection import inspect_layout, inspect_record
-from hermetic.cli.main import main
 from hermetic.core.errors import HermeticError
 from hermetic.model.record import load_build_record, load_wheel_record
 from hermetic.oci import referrers

@@ -107,7 +107,7 @@ def test_other_pools_are_the_same_path_under_each_archive() -> None:
 
 
 def test_every_command_naming_a_build_takes_the_release() -> None:
-    from hermetic.cli.main import build_parser
+    from hermetic.__main__ import build_parser
 
     parser = build_parser()
     for argv in (["build", "llvm"], ["all"], ["fetch"], ["source", "prune"], ["image", "llvm"], ["wheel"]):

@@ -106,15 +106,16 @@ def test_a_cached_pruned_source_needs_no_release_archive(tmp_path: Path) -> None
     """What a bundle feeds: the pruned subset and its pruned.json, not the release; the build reads the subset."""
     import json
 
+    from hermetic.build.llvm import BuildStep
     from hermetic.core.digests import file_sha256
+    from hermetic.fetch import prune
     from hermetic.model import recipe
-    from hermetic.plan import steps
 
     settings = _settings(tmp_path, variant="support", toolchain="host")
     rec = recipe.load(ROOT / "recipes")
     variant = recipe.resolve_variant(rec, "support")
     archive = rec.archives[0]
-    dest = steps.pruned_path(settings, rec, archive, variant)
+    dest = prune.pruned_path(settings.cache_dir, rec, archive, variant)
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"a pruned archive")
     meta = {"file": dest.name, "path": "/elsewhere/" + dest.name, "sha256": file_sha256(dest), "size": 16,
@@ -124,8 +125,8 @@ def test_a_cached_pruned_source_needs_no_release_archive(tmp_path: Path) -> None
     job = plan.plan_all(settings, lambda m: None)
     assert job.step("prune").state == plan.DONE
     assert job.step("fetch").state == plan.SKIP and "pruned source is cached" in job.step("fetch").detail
-    got = steps.build_inputs(settings, rec, variant, "pruned", lambda m: None)
+    got = BuildStep().source(job.ctx)  # what the build step takes: the cached subset
     assert got.source_archive == dest and got.source_sha256 == meta["sha256"]
     # a subset that no longer matches its pruned.json is not taken (and the release is then needed)
     dest.write_bytes(b"a changed archive")
-    assert steps.cached_pruned(settings, rec, variant, lambda m: None) is None
+    assert prune.cached_pruned(settings.cache_dir, rec, variant, rec.archives, lambda m: None) is None

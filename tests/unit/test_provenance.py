@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from hermetic.__main__ import main
 from hermetic.attest import attach as attest
 from hermetic.attest import inspection, provenance, sbom
-from hermetic.cli import main
 from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.model import record

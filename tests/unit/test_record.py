@@ -13,9 +13,8 @@ from helpers import ROOT, hermetic, resolve_in_project
 from hermetic.build import llvm
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import ExitCode, UsageError, VerifyError
-from hermetic.fetch import sources
+from hermetic.fetch import prune, sources
 from hermetic.model import recipe, record
-from hermetic.plan import steps
 from schemas.examples import fake_llvm_build, fake_wheel, settings
 
 pytestmark = pytest.mark.unit
@@ -244,15 +243,15 @@ def test_a_stale_or_orphaned_record_is_a_rebuild(tmp_path: Path) -> None:
     digest = llvm.inputs_digest(rec, variant, llvm.source_identity("path", "ab" * 32))
     built = fake_llvm_build(s.work_dir)  # WORK_DIR/llvm/support/record.json with its tree intact
     data = json.loads(built.read_text())
-    assert steps.finished_build(s, "llvm/support", digest)[0] is None  # other inputs digest: rebuild
+    assert llvm.finished_build(s, "llvm/support", digest)[0] is None  # other inputs digest: rebuild
     built.write_text(json.dumps(data | {"inputs_digest": digest}))
-    found, _ = steps.finished_build(s, "llvm/support", digest)
+    found, _ = llvm.finished_build(s, "llvm/support", digest)
     assert found is not None and found == data["tree"]["digest"]
     (Path(data["install_root"]) / "usr" / "lib64" / "llvm-support-19.1.7" / "lib" / "libLLVMSupport.a").write_bytes(b"x")
-    assert steps.finished_build(s, "llvm/support", digest)[0] is None  # the tree changed: rebuild
+    assert llvm.finished_build(s, "llvm/support", digest)[0] is None  # the tree changed: rebuild
     built.write_text("{")
     with pytest.raises(VerifyError, match="is not valid JSON"):
-        steps.finished_build(s, "llvm/support", digest)
+        llvm.finished_build(s, "llvm/support", digest)
 
 
 def test_a_cached_pruned_archive_is_used_where_it_lies(tmp_path: Path) -> None:
@@ -262,7 +261,7 @@ def test_a_cached_pruned_archive_is_used_where_it_lies(tmp_path: Path) -> None:
     variant = recipe.resolve_variant(rec, "support", {})
     src = sources.CachedArchive(rec.archives[0], tmp_path / "release.tar.xz", "test")
     first = resolve_in_project(tmp_path / "a", cli={"cache_dir": str(tmp_path / "first")})
-    dest = steps.pruned_path(first, rec, src.archive, variant)
+    dest = prune.pruned_path(first.cache_dir, rec, src.archive, variant)
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"a pruned archive\n")
     meta = {"file": dest.name, "path": str(dest), "sha256": file_sha256(dest), "size": dest.stat().st_size,
@@ -271,5 +270,5 @@ def test_a_cached_pruned_archive_is_used_where_it_lies(tmp_path: Path) -> None:
     shutil.copytree(tmp_path / "first", tmp_path / "second")
     shutil.rmtree(tmp_path / "first")
     second = resolve_in_project(tmp_path / "b", cli={"cache_dir": str(tmp_path / "second")})
-    got = steps.ensure_pruned(second, rec, src, variant, lambda m: None)
-    assert got["path"] == str(steps.pruned_path(second, rec, src.archive, variant)) and got["sha256"] == meta["sha256"]
+    got = prune.ensure_pruned(second.cache_dir, rec, src, variant, lambda m: None)
+    assert got["path"] == str(prune.pruned_path(second.cache_dir, rec, src.archive, variant)) and got["sha256"] == meta["sha256"]

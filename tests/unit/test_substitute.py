@@ -21,7 +21,7 @@ from hermetic.attest import provenance
 from hermetic.core.errors import UsageError
 from hermetic.model import record
 from hermetic.model.settings import Settings, Substitute, parse_substitute
-from hermetic.oci import referrers, referrers_registry
+from hermetic.oci import image, referrers, referrers_registry
 from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.registry import RegistryClient
 from hermetic.oci.transfer import push_layout
@@ -99,6 +99,11 @@ def _settings(tmp_path: Path, **kw: Any) -> Settings:
 SUB = Substitute("registry.example.com", "llvm-cache")
 
 
+def _plan_all(s: Settings, log: Any, **kw: Any) -> plan.Plan:
+    """As `hermetic all` plans: with the settings' substitutes asked (no credentials)."""
+    return plan.plan_all(s, log, substitutes=substitute.Finder(s.substitutes, {}) if s.substitutes else None, **kw)
+
+
 def test_a_hit_makes_the_build_a_pull_and_its_source_unneeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
 
@@ -107,7 +112,7 @@ def test_a_hit_makes_the_build_a_pull_and_its_source_unneeded(tmp_path: Path, mo
         return substitute.Hit(subs[0], substitute.inputs_tag(inputs), "sha256:" + "e" * 64)
 
     monkeypatch.setattr(substitute, "find", find)
-    job = plan.plan_all(_settings(tmp_path, substitutes=(SUB,)), lambda m: None)
+    job = _plan_all(_settings(tmp_path, substitutes=(SUB,)), lambda m: None)
     states = {s.key: s.state for s in job.steps}
     assert states == {"toolchain": plan.SKIP, "fetch": plan.SKIP, "wheelhouse": plan.SKIP, "prune": plan.SKIP,
                       "build": plan.PULL, "image": plan.PULL, "wheel": plan.SKIP}
@@ -129,7 +134,7 @@ def test_no_substitute_or_force_asks_nobody(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(substitute, "find", find)
     assert plan.plan_all(_settings(tmp_path), lambda m: None).step("build").state == plan.RUN
-    forced = plan.plan_all(_settings(tmp_path, substitutes=(SUB,)), lambda m: None, force=True).step("build")
+    forced = _plan_all(_settings(tmp_path, substitutes=(SUB,)), lambda m: None, force=True).step("build")
     assert forced.state == plan.RUN and "--force" in forced.detail
 
 
@@ -137,13 +142,13 @@ def test_a_wheel_that_runs_keeps_the_toolchain_and_wheelhouse(tmp_path: Path, mo
     monkeypatch.setattr(substitute, "find", lambda s, i, e, log: substitute.Hit(s[0], "t", "sha256:" + "e" * 64))
     s = Settings(root=ROOT, cache_dir=tmp_path / "c", work_dir=tmp_path / "w", quiet=True, variant="nvptx",
                  toolchain="zig", substitutes=(SUB,))
-    job = plan.plan_all(s, lambda m: None)
+    job = _plan_all(s, lambda m: None)
     states = {st.key: st.state for st in job.steps}
     assert states["build"] == plan.PULL and states["wheel"] == plan.RUN
     assert states["toolchain"] == plan.RUN and states["wheelhouse"] == plan.RUN  # the wheel needs both
     assert states["fetch"] == plan.SKIP and states["prune"] == plan.SKIP
     # `build llvm` stops at the build: no wheel, so neither is needed
-    narrowed = plan.plan_all(s, lambda m: None, through="build")
+    narrowed = _plan_all(s, lambda m: None, through="build")
     assert [st.key for st in narrowed.steps] == ["toolchain", "fetch", "wheelhouse", "prune", "build"]
     assert {st.state for st in narrowed.steps[:4]} == {plan.SKIP}
 
@@ -151,7 +156,7 @@ def test_a_wheel_that_runs_keeps_the_toolchain_and_wheelhouse(tmp_path: Path, mo
 def test_an_unreachable_substitute_is_warned_about_and_the_build_planned(tmp_path: Path) -> None:
     logged: list[str] = []
     dead = Substitute(f"127.0.0.1:{_closed_port()}", "llvm-cache", insecure=True)
-    job = plan.plan_all(_settings(tmp_path, substitutes=(dead,)), logged.append)
+    job = _plan_all(_settings(tmp_path, substitutes=(dead,)), logged.append)
     assert job.step("build").state == plan.RUN
     assert len(logged) == 1 and logged[0].startswith(f"warning: substitute {dead} not asked:")
 
@@ -250,9 +255,9 @@ def test_a_substitute_is_pulled_verified_and_swapped_in(fake: Fake, tmp_path: Pa
     assert record.tree_digest(record.scan_tree(work / "llvm" / "support" / "install")) == original.tree.digest
     assert not (work / "llvm" / "support" / ".new").exists()
     kept = work / "images" / "llvm-support-19.1.7-linux-amd64"
-    assert substitute.kept_image(got, kept, "gzip") == pick_root(Layout(kept))
+    assert image.kept_image(got, kept, "gzip") == pick_root(Layout(kept))
     assert pick_root(Layout(kept)).digest == digest and pick_root(Layout(kept)).ref_name == kept.name
-    assert substitute.kept_image(got, kept, "zstd") is None  # another compression is another image
+    assert image.kept_image(got, kept, "zstd") is None  # another compression is another image
     assert sorted(r.kind for r in referrers.referrers(Layout(kept))) == ["build-record", "provenance", "sbom"]
 
 
@@ -304,9 +309,8 @@ def test_a_refused_substitute_runs_the_skipped_steps_and_records_the_refusal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hermetic.build import llvm
-    from hermetic.fetch import sources, wheelhouse
+    from hermetic.fetch import prune, sources, wheelhouse
     from hermetic.model import recipe
-    from hermetic.plan import steps
 
     ran: list[str] = []
     s = _settings(tmp_path, substitutes=(SUB,))
@@ -321,15 +325,16 @@ def test_a_refused_substitute_runs_the_skipped_steps_and_records_the_refusal(
 
     monkeypatch.setattr(substitute, "find", lambda *a: hit)
     monkeypatch.setattr(substitute, "install", refuse)
-    monkeypatch.setattr(sources, "fetch", lambda *a: ran.append("fetch"))
+    monkeypatch.setattr(sources, "fetch", lambda *a: ran.append("fetch") or "the release")
     monkeypatch.setattr(wheelhouse, "fetch_wheelhouse", lambda *a, **kw: ran.append("wheelhouse"))
-    monkeypatch.setattr(steps, "ensure_pruned", lambda *a: ran.append("prune"))
-    monkeypatch.setattr(steps, "build_inputs", lambda *a: llvm.BuildInputs(rec, variant, tmp_path / "x", "00", (), None))
+    monkeypatch.setattr(prune, "ensure_pruned", lambda *a: ran.append("prune") or {"path": "x"})
+    monkeypatch.setattr(llvm.BuildStep, "source", lambda self, ctx: llvm.BuildInputs(
+        rec, variant, tmp_path / "x", "00", (), None, toolchain=ctx.toolchain))
     monkeypatch.setattr(llvm, "build", lambda *a, **kw: ran.append(f"build refused={kw['substitute_refused']}"))
     logged: list[str] = []
-    job = plan.plan_all(s, logged.append, through="build")
+    job = plan.plan_all(s, logged.append, through="build", substitutes=substitute.Finder(s.substitutes, {}))
     assert job.step("build").state == plan.PULL
     plan.execute(job, logged.append)
-    # (prune asks fetch for the archive again: a cache hit, as the build's own resolution would be)
-    assert ran == ["pull", "fetch", "wheelhouse", "fetch", "prune", f"build refused={why}"]
+    # each resolving step once: the prune takes the archive the fetch left in the context
+    assert ran == ["pull", "fetch", "wheelhouse", "prune", f"build refused={why}"]
     assert f"warning: {why}; building instead" in logged

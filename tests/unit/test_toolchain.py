@@ -566,7 +566,7 @@ def fake_root(tmp_path: Path, tc: toolchains.Toolchain, slim_sha: str, slim_size
 def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
     import os
 
-    from hermetic.cli.main import main
+    from hermetic.__main__ import main
 
     for key in [k for k in os.environ if k.startswith("HERMETIC_")]:
         monkeypatch.delenv(key)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from hermetic.__main__ import main as cli_main
 from hermetic.build import wheel, wheelfile
 from hermetic.cli import common as cli_common
-from hermetic.cli import main as cli_main
 from hermetic.cli import wheel as cli_wheel
 from hermetic.core.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
 from hermetic.fetch import wheelhouse
-from hermetic.model import requirements
+from hermetic.model import requirements, wheels
 from hermetic.model.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -403,7 +403,7 @@ def test_find_llvm_record(tmp_path: Path) -> None:
 
 
 def test_real_wheel_recipe_loads() -> None:
-    wr = wheel.load_wheel_recipe(ROOT / "recipes")
+    wr = wheels.load_wheel_recipe(ROOT / "recipes")
     assert wr.project == "src/compiler" and wr.requirements == "toolchain/build-requirements.txt"
     assert "build" in wr.exclude
 
@@ -455,7 +455,7 @@ def test_venv_key_follows_requirements(tmp_path: Path) -> None:
     req, _, _ = _house(tmp_path)
     reqs = requirements.load_requirements(req)
     other = requirements.Requirements(req, reqs.items[:1])
-    wr = wheel.load_wheel_recipe(ROOT / "recipes")
+    wr = wheels.load_wheel_recipe(ROOT / "recipes")
     llvm = wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7")
     a = wheel.WheelJob(tmp_path, llvm, tmp_path, tmp_path, reqs, wr, 0, tmp_path)
     b = wheel.WheelJob(tmp_path, llvm, tmp_path, tmp_path, other, wr, 0, tmp_path)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from hermetic.__main__ import main as cli_main
 from hermetic.build import wheel
-from hermetic.cli import main as cli_main
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, UsageError
 from hermetic.model import record, toolchains

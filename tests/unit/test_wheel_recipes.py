@@ -19,7 +19,7 @@ from hermetic.build import wheel, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, RecipeError, SourceError
 from hermetic.fetch import sdist
-from hermetic.model import toolchains
+from hermetic.model import toolchains, wheels
 from hermetic.model.settings import Settings
 from hermetic.plan import pipeline as plan
 
@@ -33,18 +33,18 @@ def _settings(tmp_path: Path, **kw: object) -> Settings:
 
 
 def test_the_checkout_has_the_compiler_core_and_llvmlite() -> None:
-    assert wheel.wheel_recipe_names(RECIPES)[0] == "compiler" and "llvmlite" in wheel.wheel_recipe_names(RECIPES)
-    lite = wheel.load_wheel_recipe(RECIPES, "llvmlite")
+    assert wheels.wheel_recipe_names(RECIPES)[0] == "compiler" and "llvmlite" in wheels.wheel_recipe_names(RECIPES)
+    lite = wheels.load_wheel_recipe(RECIPES, "llvmlite")
     assert lite.sdist is not None and lite.sdist.file == "llvmlite-0.50.0.tar.gz" and len(lite.sdist.sha256) == 64
     assert lite.llvm_versions == ("22.1.8",) and lite.cmake_args == "CMAKE_ARGS"
     assert lite.zig_link.drop == ("-Wl,--exclude-libs,ALL",) and lite.zig_link.exports == ("LLVMPY_*",)
-    core = wheel.load_wheel_recipe(RECIPES)
+    core = wheels.load_wheel_recipe(RECIPES)
     assert core.sdist is None and core.project == "src/compiler" and core.needs_targets == ("NVPTX",)
 
 
 def test_each_release_and_variant_gets_the_wheels_that_build_against_it() -> None:
     def names(version: str, variant: str, targets: tuple[str, ...]) -> tuple[list[str], list[str]]:
-        fit, why = wheel.matching_recipes(RECIPES, version, "19.1.7", variant, targets)
+        fit, why = wheels.matching_recipes(RECIPES, version, "19.1.7", variant, targets)
         return [w.name for w in fit], why
 
     assert names("19.1.7", "nvptx", ("NVPTX",))[0] == ["compiler"]
@@ -56,7 +56,7 @@ def test_each_release_and_variant_gets_the_wheels_that_build_against_it() -> Non
 
 def test_llvmlite_needs_the_target_of_the_machine_its_jit_runs_on() -> None:
     def names(variant: str, targets: tuple[str, ...], arch: str) -> tuple[list[str], list[str]]:
-        fit, why = wheel.matching_recipes(RECIPES, "22.1.8", "19.1.7", variant, targets, arch)
+        fit, why = wheels.matching_recipes(RECIPES, "22.1.8", "19.1.7", variant, targets, arch)
         return [w.name for w in fit], why
 
     assert names("llvmlite", ("X86", "NVPTX"), "amd64")[0] == ["llvmlite"]
@@ -66,7 +66,7 @@ def test_llvmlite_needs_the_target_of_the_machine_its_jit_runs_on() -> None:
     fit, why = names("llvmlite-arm64", ("AArch64", "NVPTX"), "amd64")
     assert fit == [] and any("llvmlite on amd64 needs the target X86" in w for w in why)
     # the compiler core lowers to PTX only: it does not care about the machine's target
-    assert wheel.load_wheel_recipe(RECIPES).missing_host_target("arm64", ("NVPTX",)) == ""
+    assert wheels.load_wheel_recipe(RECIPES).missing_host_target("arm64", ("NVPTX",)) == ""
 
 
 def test_a_tree_without_the_host_target_is_refused_before_the_sdist_is_fetched(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_the_llvmlite_plan_builds_its_sdist_and_fetches_its_requirements(tmp_pat
     assert core.step("wheel").name == "wheel src/compiler"
     # setuptools and wheel are llvmlite's alone: its plan's wheelhouse holds more pins, under another digest
     assert job.step("wheelhouse").inputs_digest != core.step("wheelhouse").inputs_digest
-    files = wheel.requirement_files(_settings(tmp_path), [wheel.load_wheel_recipe(RECIPES, "llvmlite")])
+    files = wheels.requirement_files(_settings(tmp_path), [wheels.load_wheel_recipe(RECIPES, "llvmlite")])
     assert [f.relative_to(ROOT).as_posix() for f in files] == ["toolchain/build-requirements.txt",
                                                                "recipes/llvmlite/build-requirements.txt"]
 
@@ -119,13 +119,13 @@ GOOD_SDIST = {"name": "thing", "version": "1.0", "file": "thing-1.0.tar.gz", "sh
 ])
 def test_a_malformed_recipe_says_what_is_wrong(tmp_path: Path, data: object, says: str) -> None:
     with pytest.raises(RecipeError) as exc:
-        wheel.load_wheel_recipe(_recipe(tmp_path, data), "thing")
+        wheels.load_wheel_recipe(_recipe(tmp_path, data), "thing")
     assert says in exc.value.what + exc.value.why + exc.value.fix
 
 
 def test_an_unknown_recipe_lists_the_known_ones() -> None:
     with pytest.raises(RecipeError) as exc:
-        wheel.load_wheel_recipe(RECIPES, "nosuch")
+        wheels.load_wheel_recipe(RECIPES, "nosuch")
     assert "compiler" in exc.value.why and "llvmlite" in exc.value.why
 
 
@@ -145,8 +145,8 @@ def _tar(entries: list[tuple[str, bytes | None]], **extra: object) -> bytes:
     return buf.getvalue()
 
 
-def _pin(data: bytes, url: str = "") -> sdist.SdistPin:
-    return sdist.SdistPin("thing", "1.0", "thing-1.0.tar.gz", hashlib.sha256(data).hexdigest(), url, "thing-1.0")
+def _pin(data: bytes, url: str = "") -> wheels.SdistPin:
+    return wheels.SdistPin("thing", "1.0", "thing-1.0.tar.gz", hashlib.sha256(data).hexdigest(), url, "thing-1.0")
 
 
 def test_an_sdist_is_admitted_from_a_mirror_only_by_its_pin(tmp_path: Path) -> None:

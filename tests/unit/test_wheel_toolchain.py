@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from hermetic.__main__ import main as cli_main
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance, sbom
 from hermetic.build import wheel, wheelfile
-from hermetic.cli import main as cli_main
 from hermetic.core.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
 from hermetic.model import record, toolchains
 from hermetic.model.settings import Settings

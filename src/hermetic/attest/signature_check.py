@@ -23,8 +23,8 @@ from hermetic.attest.signing import check_image_signatures, dsse_open
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SignatureError, UnsignedError, VerifyError
 from hermetic.oci import referrers
+from hermetic.oci.bundle import is_bundle
 from hermetic.oci.layout import Layout, pick_root
-from hermetic.plan.bundle import is_bundle
 
 if TYPE_CHECKING:
     from hermetic.attest.signing import VerifyKey
@@ -86,7 +86,7 @@ def _documents(
 
 def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> list[Checked]:
     """A bundle: its manifest's signature (every blob was checked against the manifest by open_layout)."""
-    from hermetic.plan.bundle import open_layout
+    from hermetic.oci.bundle import open_layout
 
     opened = open_layout(path)
     digest = opened.manifest.digest

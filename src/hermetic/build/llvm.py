@@ -24,18 +24,21 @@ from typing import TYPE_CHECKING, Any
 
 from hermetic.build import buildenv, compile_cache, distribute, netrelay, sandbox, wrappers
 from hermetic.build.buildenv import toolchain_versions
+from hermetic.build.swap import NEW, recover, swap_in, swap_pending
+from hermetic.build.testrun import test_run
 from hermetic.core import platforms, times
 from hermetic.core.digests import file_sha256
-from hermetic.core.errors import BuildError, EnvironmentError_, disk_full
-from hermetic.fetch import toolchain
-from hermetic.fetch.prune import PRUNE_RULES_VERSION
+from hermetic.core.errors import BuildError, EnvironmentError_, HermeticError, SourceError, disk_full
+from hermetic.fetch import prune, sources, toolchain
 from hermetic.model import record, toolchains
+from hermetic.plan.context import Decision, State
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.model import settings as settings_values
     from hermetic.model.recipe import Recipe, Variant
     from hermetic.model.settings import Settings
+    from hermetic.plan.context import Context
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def source_identity(mode: str, path_sha256: str = "") -> dict[str, str]:
     own digest.
     """
     if mode == "pruned":
-        return {"mode": mode, "prune_code": str(PRUNE_RULES_VERSION)}
+        return {"mode": mode, "prune_code": str(prune.PRUNE_RULES_VERSION)}
     if mode == "full":
         return {"mode": mode}
     return {"mode": "path", "sha256": path_sha256}
@@ -102,6 +105,105 @@ def build_dir(settings: Settings, build_path: str) -> Path:
     return settings.work_dir / build_path
 
 
+def finished_build(settings: Settings, build_path: str, inputs_digest: str) -> tuple[str | None, str]:
+    """(tree digest, "") of an identical earlier build whose tree is still intact, else (None, why not)."""
+    path = build_dir(settings, build_path) / "record.json"
+    if swap_pending(path.parent):
+        # Planning changes nothing: the build step finishes or undoes the swap (swap.recover).
+        return None, "an earlier build was cut off while being swapped in"
+    if not path.is_file():
+        return None, "not built yet"
+    rec = record.load_build_record(path)  # a damaged record is an error, never a silent rebuild
+    if rec.inputs_digest != inputs_digest:
+        return None, "inputs differ from the recorded build"
+    root = Path(rec.install_root)
+    if not root.is_dir() or record.tree_digest(record.scan_tree(root)) != rec.tree.digest:
+        return None, "the recorded tree was changed or removed"
+    return rec.tree.digest, ""
+
+
+class BuildStep:
+    """The install tree: `done` when an intact build of the same inputs is there, `pull` when a substitute holds
+    it, else built from the source the resolving steps left in the context."""
+
+    key = "build"
+
+    def name(self, ctx: Context) -> str:
+        return f"build {ctx.title}"
+
+    def inputs_digest(self, ctx: Context) -> str:
+        return inputs_digest(ctx.recipe, ctx.variant, source_identity(ctx.source.mode, ctx.source.sha256), ctx.toolchain)
+
+    def plan(self, ctx: Context) -> Decision:
+        digest = self.inputs_digest(ctx)
+        done, why = (None, "--force") if ctx.force else finished_build(ctx.settings, ctx.build_path, digest)
+        if done:
+            return Decision(State.DONE, f"up to date: {done}")
+        # --force means "build it here": a substitute is not asked then
+        hit = None if ctx.force or ctx.substitutes is None else ctx.substitutes.find(digest, ctx.log)
+        if hit is not None:
+            ctx.outputs["substitute"] = hit
+            return Decision(State.PULL, f"{hit.ref} (tag {hit.tag}), verified before use; else built: {_how(ctx)}")
+        return Decision(State.RUN, f"{why}; {_how(ctx)}")
+
+    def pull(self, ctx: Context) -> record.BuildRecord:
+        """The substitute's build, verified and swapped in; raises Refused when it may not be used."""
+        assert ctx.substitutes is not None
+        got = ctx.substitutes.install(ctx.outputs["substitute"], ctx, self.inputs_digest(ctx))
+        ctx.log(f"build: {ctx.title} substituted from {got.substituted}: {got.tree.digest}, verified")
+        return got
+
+    def run(self, ctx: Context, refused: str | None = None) -> record.BuildRecord:
+        inputs = self.source(ctx)
+        planned = self.inputs_digest(ctx)
+        if inputs.digest() != planned:
+            raise HermeticError("the build's inputs changed between planning and building",
+                                f"planned {planned[:16]}, got {inputs.digest()[:16]}", "run the command again")
+        return build(ctx.settings, inputs, ctx.log, keep_build=ctx.keep_build, substitute_refused=refused)
+
+    def source(self, ctx: Context) -> BuildInputs:
+        """What the build consumes, from what the resolving steps left in the context (or the cache)."""
+        s, rec, variant, tc = ctx.settings, ctx.recipe, ctx.variant, ctx.toolchain
+        if ctx.source.mode == "path":
+            return _path_inputs(ctx)
+        if ctx.source.mode == "pruned":
+            meta = ctx.outputs.get("prune") or prune.cached_pruned(s.cache_dir, rec, variant, ctx.release_archives(), ctx.log)
+            if meta is not None:
+                return BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (meta["from"],), meta, toolchain=tc)
+        src = ctx.outputs.get("fetch") or sources.fetch_with(s, rec, ctx.log)
+        ctx.outputs["fetch"] = src
+        if ctx.source.mode == "full":
+            return BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, "full", tc)
+        meta = ctx.outputs["prune"] = prune.ensure_pruned(s.cache_dir, rec, src, variant, ctx.log)
+        return BuildInputs(rec, variant, Path(meta["path"]), meta["sha256"], (src.as_json(),), meta, toolchain=tc)
+
+
+def _path_inputs(ctx: Context) -> BuildInputs:
+    """An archive the user named: with its pruned.json when one lies beside it, which must agree with it."""
+    path = ctx.source.path
+    assert path is not None
+    meta_path = path.with_name("pruned.json")
+    meta = prune.pruned_meta(meta_path) if meta_path.is_file() else None
+    if meta is None:
+        prune.check_archive(path)  # nothing vouches for it: read it through once
+    elif meta.get("sha256") != ctx.source.sha256:
+        raise SourceError(
+            f"{path} does not match {meta_path}",
+            f"expected sha256 {meta.get('sha256')}, got {ctx.source.sha256}",
+            "copy the pruned archive and its pruned.json together, or prune again",
+        )
+    origin = [meta["from"]] if meta else [{"file": path.name, "sha256": ctx.source.sha256, "origin": f"path:{path}"}]
+    return BuildInputs(ctx.recipe, ctx.variant, path, ctx.source.sha256, tuple(origin), meta, "path", ctx.toolchain)
+
+
+def _how(ctx: Context) -> str:
+    s, arch = ctx.settings, ctx.arch
+    return (f"linux/{arch}{f' cross-built on {platforms.machine_arch()}' if ctx.cross else ''}, {s.jobs} jobs, "
+            f"offline={s.offline}, toolchain {ctx.toolchain.label}"
+            + (f", compile cache {s.compile_cache.shown} (ccache)" if s.compile_cache else "")
+            + (f", compiles spread over {s.distribute.shown} (distcc)" if s.distribute else ""))
+
+
 def build(
     settings: Settings, inputs: BuildInputs, log: Log, keep_build: bool = False, substitute_refused: str | None = None
 ) -> record.BuildRecord:
@@ -126,67 +228,6 @@ def build(
         raise
     swap_in(new, out, rec.tree.digest, keep_build)
     return rec
-
-
-NEW = ".new"
-_SWAPPED = ("install", "test_package")
-_JOURNAL = ".swap"
-
-
-def staging_dir(out: Path) -> Path:
-    """Where a tree is prepared before swap_in: built here, or unpacked from a substitute (substitute.py)."""
-    return out / NEW
-
-
-def swap_in(new: Path, out: Path, tree_digest: str, keep_build: bool = False) -> None:
-    """Replace the previous install tree and record with the new ones (new/install, new/test_package, new/record.json).
-
-    Renames are atomic one by one, not together: a journal naming the new tree lets `recover`
-    finish or undo a swap that was cut off.
-    """
-    (out / _JOURNAL).write_text(tree_digest + "\n")
-    for name in _SWAPPED:
-        old = out / f".old-{name}"
-        shutil.rmtree(old, ignore_errors=True)
-        if (out / name).exists():
-            os.rename(out / name, old)
-        os.rename(new / name, out / name)
-    os.replace(new / "record.json", out / "record.json")  # the commit point
-    for name in _SWAPPED:
-        shutil.rmtree(out / f".old-{name}", ignore_errors=True)
-    (out / _JOURNAL).unlink()
-    if keep_build and (new / "conan-home").is_dir():
-        # --keep-build: the build directory (Conan home) of the build now in place, for inspection
-        shutil.rmtree(out / "conan-home", ignore_errors=True)
-        os.rename(new / "conan-home", out / "conan-home")
-    shutil.rmtree(new, ignore_errors=True)
-
-
-def swap_pending(out: Path) -> bool:
-    """Whether a swap was cut off (recover() finishes or undoes it)."""
-    return (out / _JOURNAL).is_file()
-
-
-def recover(out: Path) -> None:
-    """Finish or undo a swap that was interrupted (see swap_in)."""
-    journal = out / _JOURNAL
-    if not journal.is_file():
-        return
-    committed = False
-    try:
-        committed = json.loads((out / "record.json").read_text())["tree"]["digest"] == journal.read_text().strip()
-    except (OSError, ValueError, KeyError, TypeError):
-        committed = False
-    for name in _SWAPPED:
-        old = out / f".old-{name}"
-        if not old.exists():
-            continue
-        if committed:
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            shutil.rmtree(out / name, ignore_errors=True)
-            os.rename(old, out / name)
-    journal.unlink()
 
 
 def _build_into(
@@ -488,48 +529,6 @@ def _use_distribution(
         f"(the hosts need `hermetic toolchain compile-host`)")
     return _Spread(dist, launchers, relayed, relay, inside, answered, client_log, reachable, found,
                    tuple(p.name for p in wrappers.values()), jobs, sockets, launch)
-
-
-TEST_RUN = "run.json"  # what the test_package's test() writes into HERMETIC_TEST_OUTPUT
-
-
-@dataclass(frozen=True)
-class TestRun:
-    """How the test_package's program ran: what it printed, and the emulator of a cross build (else None)."""
-
-    __test__ = False  # not a pytest class
-
-    output: str
-    emulator: str | None
-
-
-def test_run(test_out: Path, emulator: tuple[str, ...] | None, log_path: Path) -> TestRun:
-    """Read the test_package's account of its run; a build whose program did not run is not a good build.
-
-    Conan skips a test_package's test() where it thinks the build's programs cannot run (a cross
-    build without an emulator), so its silence would otherwise pass. The recipe's test() checks the
-    program's output itself; this checks that it ran, and under the emulator hermetic gave it.
-    """
-    path = test_out / TEST_RUN
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise BuildError(
-            "the test_package did not run its program",
-            f"{path} is missing or unreadable ({exc}); Conan skips test() where it cannot run the build's programs",
-            f"see {log_path}",
-        ) from exc
-    ran_with = [str(a) for a in data.get("emulator") or []]
-    if ran_with != list(emulator or ()):
-        raise BuildError(
-            "the test_package's program did not run the way this build asked",
-            f"expected {shlex.join(emulator) if emulator else 'a native run'}, "
-            f"it ran with {shlex.join(ran_with) if ran_with else 'no emulator'}",
-            f"see {log_path}",
-        )
-    # The record names the emulator by its file name: the machine's path of it is no input of the tree.
-    shown = shlex.join([Path(ran_with[0]).name, *ran_with[1:]]) if ran_with else None
-    return TestRun(str(data.get("output", "")).strip(), shown)
 
 
 def _package_ids(listing: str, reference: str) -> list[str]:

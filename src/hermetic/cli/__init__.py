@@ -1,9 +1,6 @@
 """The command line: the only face of hermetic and the only code that prints.
 
-One module per command group; `main` parses arguments into Settings once and
-runs the chosen command, turning every failure into a classed exit code.
+One module per command group, each with `register(subparsers, common)` and its `cmd_*` handlers; the
+dispatcher that parses arguments into Settings once and runs the chosen command is hermetic/__main__.py.
+Command modules do not import each other: what several share is in cli/common.py.
 """
-
-from hermetic.cli.main import build_parser, main
-
-__all__ = ["build_parser", "main"]

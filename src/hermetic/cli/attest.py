@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from hermetic.attest import provenance
 from hermetic.attest.attach import WHEEL_RECORD, attest_image, attest_wheel, image_facts, is_layout, record_for_image
 from hermetic.attest.image_signatures import sign_layout
-from hermetic.cli.common import add_command, out, say
-from hermetic.cli.sign import add_sign_key, signing_key
+from hermetic.cli.common import add_command, add_sign_key, out, say, signing_key
 from hermetic.core.errors import UsageError
 from hermetic.oci.layout import Layout
 

@@ -10,28 +10,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.build import llvm, wheel
-from hermetic.cli.bundle import add_bundle, from_bundle
 from hermetic.cli.common import (
+    add_bundle,
     add_command,
     add_compile_cache,
     add_distribute,
     add_group,
+    add_sign_key,
     add_substitute,
     out,
     out_json,
     overrides,
     say,
 )
-from hermetic.cli.sign import add_sign_key
 from hermetic.core import platforms
 from hermetic.core.log import stderr_log
-from hermetic.fetch import sources, toolchain
-from hermetic.model import recipe, toolchains
+from hermetic.fetch import prune, sources, toolchain, wheelhouse
+from hermetic.model import recipe, toolchains, wheels
 from hermetic.model.record import load_build_record, write_json
 from hermetic.oci.image import spec_from_record
 from hermetic.oci.index import merge_layouts
+from hermetic.plan import bundle
 from hermetic.plan import pipeline as plan
-from hermetic.plan import steps
+from hermetic.plan.substitute import Finder
 
 if TYPE_CHECKING:
     from hermetic.cli.common import Common, Subparsers
@@ -44,13 +45,13 @@ def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, settings.variant)
     # the wheels built against this variant and release: their sdists and requirements are fetched too
-    fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
+    fit, _ = wheels.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
                                     tuple(variant.values("targets")))
     # Selected first: a toolchain that cannot serve --arch is refused before anything is downloaded.
     arch = platforms.zig_arch(settings.arch or platforms.machine_arch())
     tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, arch)
     got = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    house = wheel.fetch_wheelhouses(settings, log, fit)
+    house = wheelhouse.fetch_wheelhouses(settings, log, fit)
     sdists = [wheel.sdist_fetch(settings, w.sdist, log) for w in fit if w.sdist]
     compiler = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     out_json(got.as_json() | {"path": str(got.path), "wheelhouse": str(house),
@@ -65,7 +66,7 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     variant = recipe.resolve_variant(rec, settings.variant)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    meta = steps.ensure_pruned(settings, rec, src, variant, log)
+    meta = prune.ensure_pruned(settings.cache_dir, rec, src, variant, log)
     if args.output:
         dest = Path(args.output)
         dest.mkdir(parents=True, exist_ok=True)
@@ -77,12 +78,12 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
-    settings = from_bundle(args, settings)
+    settings = bundle.from_bundle(getattr(args, "bundle", None), settings, getattr(args, "insecure", False))
     log = stderr_log(settings.quiet)
     # The same plan as `hermetic all`, narrowed to the build and the steps it needs.
     job = plan.plan_all(
         settings, log, args.source, overrides=overrides(args.option), force=args.force, keep_build=args.keep_build,
-        through="build", environ=os.environ,
+        through="build", substitutes=_substitutes(settings),
     )
     say(settings, job.render())
     plan.execute(job, log)
@@ -103,6 +104,11 @@ def cmd_build_llvm(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _substitutes(settings: Settings) -> Finder | None:
+    """The settings' substitutes, asked with this environment's credentials (oci/http.py reads them)."""
+    return Finder(settings.substitutes, os.environ) if settings.substitutes else None
+
+
 def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     for v in rec.variants:
@@ -114,11 +120,11 @@ def cmd_variants(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_all(args: argparse.Namespace, settings: Settings) -> int:
-    settings = from_bundle(args, settings)
+    settings = bundle.from_bundle(getattr(args, "bundle", None), settings, getattr(args, "insecure", False))
     log = stderr_log(settings.quiet)
     if len(settings.arches) > 1:
         return _all_arches(args, settings, log)
-    job = plan.plan_all(settings, log, args.source, environ=os.environ)
+    job = plan.plan_all(settings, log, args.source, substitutes=_substitutes(settings))
     out(job.render())
     plan.execute(job, log)
     out("all: done")
@@ -135,7 +141,7 @@ def _all_arches(args: argparse.Namespace, settings: Settings, log: Log) -> int:
     jobs = []
     for arch in settings.arches:
         one = replace(settings, arch=arch, arches=(arch,), work_dir=settings.work_dir / f"linux-{arch}")
-        jobs.append((one, plan.plan_all(one, log, args.source, environ=os.environ)))
+        jobs.append((one, plan.plan_all(one, log, args.source, substitutes=_substitutes(one))))
     variant = jobs[0][1].variant
     name = jobs[0][1].build_path.split("/")[0]  # the recipe's name
     index_dir = settings.work_dir / "images" / f"{name}-{variant}-index"

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.attest.image_signatures import sign_layout
-from hermetic.build import wheel
-from hermetic.cli.common import add_command, out, say
-from hermetic.cli.sign import add_sign_key, signing_key
-from hermetic.core.errors import UsageError, VerifyError
+from hermetic.cli.common import add_command, add_sign_key, out, say, signing_key
 from hermetic.core.log import stderr_log
 from hermetic.core.platforms import machine_arch
-from hermetic.model import recipe
+from hermetic.model import recipe, wheels
+from hermetic.oci import bundle as bundle_format
 from hermetic.oci.layout import Layout
-from hermetic.oci.registry import Progress, make_client
-from hermetic.oci.types import MT_MANIFEST, Descriptor, parse_reference, sha256_digest
 from hermetic.plan import bundle
 from hermetic.plan import pipeline as plan
 
@@ -28,62 +23,13 @@ if TYPE_CHECKING:
     from hermetic.model.settings import Settings
 
 
-def add_bundle(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bundle", metavar="REF|DIR",
-        help="build from this bundle alone (`hermetic bundle`; a layout, or REGISTRY/REPO:TAG to pull): its inputs "
-             "feed a cache of their own under WORK_DIR/bundle, and no mirror, URL, apt or other cache is used",
-    )
-
-
-def from_bundle(args: argparse.Namespace, settings: Settings) -> Settings:
-    """The settings a command builds with: unchanged without --bundle; else the bundle's root and cache only."""
-    given = getattr(args, "bundle", None)
-    if not given:
-        return settings
-    log = stderr_log(settings.quiet)
-    where = settings.work_dir / "bundle"
-    path = Path(given)
-    if not (path / "oci-layout").is_file():
-        if path.exists():
-            raise UsageError(f"{path} is not a bundle layout", "it has no oci-layout file", "pass a `hermetic bundle` DIR")
-        path = _pull(given, where, getattr(args, "insecure", False), settings.quiet)
-    opened = bundle.open_layout(path)
-    say(settings, f"bundle: {opened.name} {opened.manifest.digest} ({len(opened.entries)} inputs, every blob verified)")
-    return bundle.settings_for(settings, opened, where, log)
-
-
-def _pull(text: str, where: Path, insecure: bool, quiet: bool) -> Path:
-    """A bundle from a registry into where/pulled-<digest>: manifest, index and every blob, each checked."""
-    ref = parse_reference(text)
-    client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))
-    try:
-        media_type, body = client.get_manifest(ref.repository, ref.reference)
-        digest = sha256_digest(body)
-        if (ref.digest and digest != ref.digest) or media_type != MT_MANIFEST:
-            raise VerifyError(f"{ref} is not the bundle asked for", f"{media_type} {digest}", "check the reference")
-        dest = where / f"pulled-{digest.split(':')[1][:16]}"
-        layout = Layout(dest)
-        layout.init()
-        layout.put_bytes(body)
-        manifest = json.loads(body)
-        for d in [manifest["config"], *manifest.get("layers", [])]:
-            desc = Descriptor.from_json(d, digest)
-            if not layout.blob_path(desc.digest).is_file():
-                client.fetch_blob(ref.repository, desc, layout.blob_path(desc.digest))
-        layout.write_index([Descriptor(MT_MANIFEST, digest, len(body))])
-        return dest
-    finally:
-        client.close()
-
-
 def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
     log: Log = stderr_log(settings.quiet)
     rec = recipe.load_at(settings.llvm_recipe_dir, settings.llvm_version, settings.root)
     part = bundle.recipe_part(settings)
-    job = plan.plan_all(settings, log, "pruned", through="wheel", environ={})
+    job = plan.plan_all(settings, log, "pruned", through="wheel")
     files = bundle.collect(settings, settings.variant, log, with_release=args.with_release)
-    exclude = wheel.load_wheel_recipe(settings.recipes_dir, wheel.DEFAULT_RECIPE).exclude
+    exclude = wheels.load_wheel_recipe(settings.recipes_dir, wheels.DEFAULT_RECIPE).exclude
     root = bundle.root_tar(settings.root, rec.source_date_epoch, exclude, (part,))
     arch = settings.arch or machine_arch()
     name = f"bundle-{rec.name}-{job.variant}-{rec.version}-linux-{arch}"
@@ -91,9 +37,9 @@ def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
                 "steps": [{"key": s.key, "name": s.name, "inputs_digest": s.inputs_digest} for s in job.steps],
                 "shown": job.render()}
     out_dir = Path(args.output) if args.output else settings.work_dir / "bundles" / name
-    desc = bundle.write(out_dir, name, files, root, plan_doc, bundle.RecipeRef(part, rec.version, rec.digest()))
-    opened = bundle.open_layout(out_dir)
-    for line in bundle.summary(opened):
+    desc = bundle_format.write(out_dir, name, files, root, plan_doc, bundle_format.RecipeRef(part, rec.version, rec.digest()))
+    opened = bundle_format.open_layout(out_dir)
+    for line in bundle_format.summary(opened):
         say(settings, "  " + line)
     total = sum(e.size for e in opened.entries)
     key = signing_key(settings)
@@ -105,9 +51,9 @@ def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bundle_show(args: argparse.Namespace, settings: Settings) -> int:
-    opened = bundle.open_layout(Path(args.bundle_dir))
+    opened = bundle_format.open_layout(Path(args.bundle_dir))
     out(f"{opened.name} {opened.manifest.digest}")
-    for line in bundle.summary(opened):
+    for line in bundle_format.summary(opened):
         out("  " + line)
     plan_blob = next(e for e in opened.entries if e.role == "plan")
     shown = json.loads(opened.layout.blob_path("sha256:" + plan_blob.sha256).read_text()).get("shown", "")

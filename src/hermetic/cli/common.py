@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from hermetic.core.errors import RecipeError
+from hermetic.attest import signing, simple_signing
+from hermetic.core.errors import RecipeError, UsageError
 from hermetic.model.settings import Settings
+from hermetic.oci.http import DEFAULT_MAX_DOCUMENT
+from hermetic.oci.types import Reference
+
+if TYPE_CHECKING:
+    from hermetic.attest.signing import SigningKey
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 Subparsers = Any  # argparse's _SubParsersAction is private
@@ -151,3 +159,87 @@ def overrides(pairs: Sequence[str] | None) -> dict[str, str]:
             raise RecipeError(f"bad --option {pair!r}", "expected KEY=VALUE", "e.g. --option targets=NVPTX;X86")
         got[key.strip()] = value.strip()
     return got
+
+
+def signing_key(settings: Settings, required: bool = False) -> SigningKey | None:
+    key = signing.load_signing_key(settings.sign_key, os.environ.get(signing.KEY_PASSWORD_ENV))
+    if key is None and required:
+        raise UsageError(
+            "no signing key", f"neither --sign-key nor ${signing.KEY_FILE_ENV} is set",
+            "make one with `hermetic key generate PREFIX` and pass --sign-key PREFIX.key",
+        )
+    return key
+
+
+def add_sign_key(parser: argparse.ArgumentParser, images: bool = True) -> None:
+    g = parser.add_argument_group("signing")
+    g.add_argument(
+        "--sign-key", dest="sign_key", metavar="FILE", default=argparse.SUPPRESS,
+        help=f"ECDSA P-256 private key (PEM) to sign with (${signing.KEY_FILE_ENV}); without one nothing is signed",
+    )
+    if not images:
+        return
+    g.add_argument(
+        "--gpg-key", metavar="FILE",
+        help=f"also sign with this OpenPGP key (${simple_signing.KEY_FILE_ENV}): the signature Debian 12's skopeo, "
+             "buildah and podman enforce (policy.json signedBy); needs --lookaside",
+    )
+    g.add_argument("--lookaside", metavar="DIR",
+                   help="where OpenPGP signatures go (registries.d `lookaside: file:///DIR`, or served over http)")
+
+
+def gpg_sign(args: argparse.Namespace, ref: Reference, digests: list[str]) -> list[Path]:
+    """OpenPGP signatures of the digests as ref, into the lookaside store; none without a key."""
+    key = simple_signing.load_key(getattr(args, "gpg_key", None), os.environ)
+    if key is None:
+        return []
+    if not args.lookaside:
+        raise UsageError("--gpg-key needs --lookaside DIR", "OpenPGP signatures live in a lookaside store, not the registry",
+                         "pass --lookaside DIR and point the consumers' registries.d at it")
+    return [simple_signing.store(Path(args.lookaside), ref.repository, d,
+                                 simple_signing.sign(key, identity_of(ref), d)) for d in digests]
+
+
+def identity_of(ref: Reference) -> str:
+    """The docker reference a signature names: REGISTRY/REPO:TAG (what a policy's default identity rule matches)."""
+    return f"{ref.registry}/{ref.repository}:{ref.tag}" if ref.tag else f"{ref.registry}/{ref.repository}"
+
+
+def add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """How to reach a registry: plain http, a private CA, the size cap on manifests."""
+    g = parser.add_argument_group("registry")
+    g.add_argument(
+        "--insecure", action="store_true",
+        help="plain http to the registry (one on this machine); also lets blob downloads be redirected to http",
+    )
+    g.add_argument(
+        "--ca", metavar="FILE",
+        help="PEM certificates of a private certificate authority to trust besides the system's (or set SSL_CERT_FILE)",
+    )
+    g.add_argument(
+        "--max-manifest-size", type=parse_size, default=DEFAULT_MAX_DOCUMENT, metavar="SIZE",
+        help="refuse manifests, indexes and image configs larger than this (default 4M)",
+    )
+
+
+def add_bundle(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bundle", metavar="REF|DIR",
+        help="build from this bundle alone (`hermetic bundle`; a layout, or REGISTRY/REPO:TAG to pull): its inputs "
+             "feed a cache of their own under WORK_DIR/bundle, and no mirror, URL, apt or other cache is used",
+    )
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in "KMG" else ""
+    try:
+        value = int(t[: len(t) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (use bytes or 512K, 16M, 1G)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be positive")
+    return value
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 from hermetic.attest.attach import WHEEL_RECORD, is_layout
 from hermetic.attest.inspection import inspect_layout, inspect_record, inspect_ref, inspect_wheel, mismatches, render
-from hermetic.cli.common import add_command, add_platform, out, out_json
-from hermetic.cli.oci import add_registry_options
+from hermetic.cli.common import add_command, add_platform, add_registry_options, out, out_json
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.oci.http import set_document_limit
 from hermetic.oci.targets import parse_image_source

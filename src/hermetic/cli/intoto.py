@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from hermetic.attest import intoto
 from hermetic.attest.attach import find_wheel
 from hermetic.attest.signing import load_verify_key
-from hermetic.cli.common import add_command, add_group, out, say
-from hermetic.cli.sign import add_sign_key, signing_key
+from hermetic.cli.common import add_command, add_group, add_sign_key, out, say, signing_key
 from hermetic.core.errors import UsageError
 from hermetic.model import record
 

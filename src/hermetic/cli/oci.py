@@ -18,13 +18,25 @@ from hermetic.attest.attach import attest_image
 from hermetic.attest.image_signatures import image_subjects, sign_layout
 from hermetic.attest.image_signatures import pull_into_layout as pull_signatures
 from hermetic.attest.image_signatures import push_from_layout as push_signatures
-from hermetic.cli import sign
-from hermetic.cli.common import add_command, add_group, add_platform, out, say
+from hermetic.cli.common import (
+    add_command,
+    add_group,
+    add_platform,
+    add_registry_options,
+    add_sign_key,
+    gpg_sign,
+    identity_of,
+    out,
+    parse_size,
+    say,
+    signing_key,
+)
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe
 from hermetic.model.record import load_build_record
-from hermetic.oci.http import DEFAULT_MAX_DOCUMENT, set_document_limit
-from hermetic.oci.image import spec_from_record, write_image
+from hermetic.oci.bundle import is_bundle
+from hermetic.oci.http import set_document_limit
+from hermetic.oci.image import kept_image, spec_from_record, write_image
 from hermetic.oci.index import merge_layouts
 from hermetic.oci.layer import COMPRESSIONS, check_compression, compressor_version
 from hermetic.oci.layout import Layout, pick_root
@@ -36,26 +48,12 @@ from hermetic.oci.transfer import pull_layout, pull_local, push_layout
 from hermetic.oci.types import INDEX_TYPES, LayoutRef, Reference, parse_reference
 from hermetic.oci.unpack import unpack_layout, verify_tree
 from hermetic.plan import substitute
-from hermetic.plan.bundle import is_bundle
 
 if TYPE_CHECKING:
-    from hermetic.cli.common import Common, Subparsers
+    from hermetic.cli.common import Common, Subparsers, parse_size
     from hermetic.model.settings import Settings
     from hermetic.oci.types import Descriptor
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in "KMG" else ""
-    try:
-        value = int(t[: len(t) - len(unit)]) * _UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r} (use bytes or 512K, 16M, 1G)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be positive")
-    return value
 
 
 def record_path(settings: Settings, rec: recipe.Recipe, variant: str) -> Path:
@@ -75,7 +73,7 @@ def cmd_image_llvm(args: argparse.Namespace, settings: Settings) -> int:
     if args.record is None and spec.variant != variant:
         raise VerifyError(f"{rec} is a record of variant {spec.variant!r}, not {variant!r}", "", "rebuild the variant")
     output = Path(args.output) if args.output else settings.work_dir / "images" / spec.name
-    kept = substitute.kept_image(load_build_record(rec), output, args.compression)
+    kept = kept_image(load_build_record(rec), output, args.compression)
     if kept is not None:
         # The layout a substitution pulled: the same tree, the digest the substitute published, and the
         # attestations of the machine that built it; writing and attesting it again here would replace those.
@@ -135,14 +133,14 @@ def cmd_push(args: argparse.Namespace, settings: Settings) -> int:
 
 def _push_signatures(args: argparse.Namespace, client: Any, layout: Layout, ref: Any, settings: Settings) -> None:
     """Sign as the destination when a key is given; push every signature the layout holds to `sha256-<hex>.sig`."""
-    key = sign.signing_key(settings)
+    key = signing_key(settings)
     if key is not None:
-        sign_layout(layout, key, sign.identity_of(ref))
+        sign_layout(layout, key, identity_of(ref))
     digests = [d.digest for d in image_subjects(layout)]
-    pushed = push_signatures(client, layout, ref.repository, digests, sign.identity_of(ref))
+    pushed = push_signatures(client, layout, ref.repository, digests, identity_of(ref))
     for p in pushed:
         out(f"{ref.registry}/{ref.repository}:{p.tag} {p.count} signature(s) of {p.subject}")
-    gpg = sign.gpg_sign(args, ref, digests)
+    gpg = gpg_sign(args, ref, digests)
     for path in gpg:
         out(f"{path} (OpenPGP signature of {ref})")
     if not pushed and not gpg:
@@ -265,23 +263,6 @@ def cmd_verify_tree(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def add_registry_options(parser: argparse.ArgumentParser) -> None:
-    """How to reach a registry: plain http, a private CA, the size cap on manifests."""
-    g = parser.add_argument_group("registry")
-    g.add_argument(
-        "--insecure", action="store_true",
-        help="plain http to the registry (one on this machine); also lets blob downloads be redirected to http",
-    )
-    g.add_argument(
-        "--ca", metavar="FILE",
-        help="PEM certificates of a private certificate authority to trust besides the system's (or set SSL_CERT_FILE)",
-    )
-    g.add_argument(
-        "--max-manifest-size", type=parse_size, default=DEFAULT_MAX_DOCUMENT, metavar="SIZE",
-        help="refuse manifests, indexes and image configs larger than this (default 4M)",
-    )
-
-
 def register(subparsers: Subparsers, common: Common) -> None:
     image_sub = add_group(subparsers, "image", "write OCI image layouts", "image_command")
 
@@ -292,7 +273,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
                       help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
-    sign.add_sign_key(llvm, images=False)
+    add_sign_key(llvm, images=False)
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")
     llvm.add_argument(
         "--compression",
@@ -328,7 +309,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     push.add_argument(
         "--no-attestations", action="store_true", help="do not attach the layout's SBOM and provenance (OCI referrers)"
     )
-    sign.add_sign_key(push)
+    add_sign_key(push)
     push.set_defaults(func=cmd_push)
 
     pull = add_command(subparsers, "pull", "pull an image into a layout or unpack it", [common.base])

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.attest import image_signatures, signing, simple_signing
-from hermetic.cli.common import add_command, add_group, out, say
+from hermetic.cli.common import add_command, add_group, add_sign_key, gpg_sign, identity_of, out, say, signing_key
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.oci.layout import Layout, pick_root
 from hermetic.oci.registry import Progress, make_client
@@ -22,50 +22,6 @@ from hermetic.oci.types import LayoutRef, Reference, sha256_digest
 if TYPE_CHECKING:
     from hermetic.cli.common import Common, Subparsers
     from hermetic.model.settings import Settings
-
-
-def signing_key(settings: Settings, required: bool = False) -> signing.SigningKey | None:
-    key = signing.load_signing_key(settings.sign_key, os.environ.get(signing.KEY_PASSWORD_ENV))
-    if key is None and required:
-        raise UsageError(
-            "no signing key", f"neither --sign-key nor ${signing.KEY_FILE_ENV} is set",
-            "make one with `hermetic key generate PREFIX` and pass --sign-key PREFIX.key",
-        )
-    return key
-
-
-def add_sign_key(parser: argparse.ArgumentParser, images: bool = True) -> None:
-    g = parser.add_argument_group("signing")
-    g.add_argument(
-        "--sign-key", dest="sign_key", metavar="FILE", default=argparse.SUPPRESS,
-        help=f"ECDSA P-256 private key (PEM) to sign with (${signing.KEY_FILE_ENV}); without one nothing is signed",
-    )
-    if not images:
-        return
-    g.add_argument(
-        "--gpg-key", metavar="FILE",
-        help=f"also sign with this OpenPGP key (${simple_signing.KEY_FILE_ENV}): the signature Debian 12's skopeo, "
-             "buildah and podman enforce (policy.json signedBy); needs --lookaside",
-    )
-    g.add_argument("--lookaside", metavar="DIR",
-                   help="where OpenPGP signatures go (registries.d `lookaside: file:///DIR`, or served over http)")
-
-
-def gpg_sign(args: argparse.Namespace, ref: Reference, digests: list[str]) -> list[Path]:
-    """OpenPGP signatures of the digests as ref, into the lookaside store; none without a key."""
-    key = simple_signing.load_key(getattr(args, "gpg_key", None), os.environ)
-    if key is None:
-        return []
-    if not args.lookaside:
-        raise UsageError("--gpg-key needs --lookaside DIR", "OpenPGP signatures live in a lookaside store, not the registry",
-                         "pass --lookaside DIR and point the consumers' registries.d at it")
-    return [simple_signing.store(Path(args.lookaside), ref.repository, d,
-                                 simple_signing.sign(key, identity_of(ref), d)) for d in digests]
-
-
-def identity_of(ref: Reference) -> str:
-    """The docker reference a signature names: REGISTRY/REPO:TAG (what a policy's default identity rule matches)."""
-    return f"{ref.registry}/{ref.repository}:{ref.tag}" if ref.tag else f"{ref.registry}/{ref.repository}"
 
 
 def cmd_key_generate(args: argparse.Namespace, settings: Settings) -> int:

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from hermetic.attest.attach import attest_wheel
 from hermetic.build import wheel
-from hermetic.cli.bundle import add_bundle, from_bundle
-from hermetic.cli.common import add_command, out, out_json
+from hermetic.cli.common import add_bundle, add_command, out, out_json
 from hermetic.core.errors import UsageError
 from hermetic.core.log import stderr_log
 from hermetic.core.platforms import machine_arch
+from hermetic.fetch import wheelhouse
+from hermetic.model import wheels
+from hermetic.plan import bundle
 
 if TYPE_CHECKING:
     from hermetic.cli.common import Common, Subparsers
@@ -27,7 +29,7 @@ def _project(args: argparse.Namespace, settings: Settings) -> tuple[str, str]:
     """What is built (for the listing) and its scikit-build-core `wheel.py-api` ('' for a setuptools sdist)."""
     if args.project:
         return args.project, wheel.project_py_api(Path(args.project).resolve())
-    wr = wheel.load_wheel_recipe(settings.recipes_dir, args.recipe)
+    wr = wheels.load_wheel_recipe(settings.recipes_dir, args.recipe)
     if wr.sdist is not None:
         return wr.sdist.file, ""
     return wr.project, wheel.project_py_api(settings.root / wr.project)
@@ -54,11 +56,11 @@ def cmd_list_pythons(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
-    settings = from_bundle(args, settings)
+    settings = bundle.from_bundle(getattr(args, "bundle", None), settings, getattr(args, "insecure", False))
     if args.python == LIST_PYTHONS:
         return cmd_list_pythons(args, settings)
     if not args.llvm:
-        wr = wheel.load_wheel_recipe(settings.recipes_dir, args.recipe)
+        wr = wheels.load_wheel_recipe(settings.recipes_dir, args.recipe)
         release = ", ".join(wr.llvm_versions) or "of the LLVM recipe's default release"
         raise UsageError(
             "hermetic wheel needs --llvm PREFIX", f"the {wr.name} wheel links a static LLVM {release}",
@@ -97,7 +99,7 @@ def cmd_wheel(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_wheelhouse(args: argparse.Namespace, settings: Settings) -> int:
-    path = wheel.fetch_wheelhouses(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
+    path = wheelhouse.fetch_wheelhouses(settings, stderr_log(settings.quiet), dest=Path(args.dest).absolute() if args.dest else None)
     out(str(path))
     return 0
 
@@ -109,7 +111,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     )
     p.add_argument("project", nargs="?", metavar="PROJECT",
                    help="the project to build (default: the recipe's: src/compiler, or a third-party recipe's pinned sdist)")
-    p.add_argument("--recipe", default=wheel.DEFAULT_RECIPE, metavar="NAME",
+    p.add_argument("--recipe", default=wheels.DEFAULT_RECIPE, metavar="NAME",
                    help="the wheel recipe, recipes/NAME/wheel.yml: compiler (the default) or another project's "
                    "sdist, e.g. llvmlite")
     p.add_argument("--llvm", metavar="PREFIX", help="LLVM install prefix (holding lib/cmake/llvm); required to build")

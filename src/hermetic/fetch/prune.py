@@ -9,13 +9,15 @@ import json
 import lzma
 import os
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from hermetic.core.errors import SourceError, disk_full
+from hermetic.core.digests import file_sha256
+from hermetic.core.errors import SourceError, VerifyError, disk_full
 from hermetic.core.log import null_log
-from hermetic.fetch.cache import open_verified
+from hermetic.fetch.cache import cached_file, open_verified
+from hermetic.model import record
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
@@ -170,3 +172,91 @@ def write_archive(
             raise disk_full(str(dest), exc) from exc
         raise
     return dest
+
+
+# -- the pruned archive in the cache -------------------------------------------------------------------------
+# CACHE/pruned/<prune key>/<root>-<variant>.tar.xz, with pruned.json beside it (what it was pruned from, its sha256).
+
+
+def pruned_path(cache_dir: Path, rec: Recipe, archive: Archive, variant: Variant) -> Path:
+    key = prune_key(archive, variant, rec.prune)
+    return cache_dir / "pruned" / key / f"{rec.pruned_root}-{variant.name}.tar.xz"
+
+
+def pruned_in_cache(cache_dir: Path, rec: Recipe, variant: Variant, archives: Iterable[Archive]) -> Path | None:
+    """The variant's pruned archive of one of `archives`, when it is there (not verified: planning only looks)."""
+    for archive in archives:
+        path = pruned_path(cache_dir, rec, archive, variant)
+        if path.is_file() and path.with_name("pruned.json").is_file():
+            return path
+    return None
+
+
+def cached_pruned(
+    cache_dir: Path, rec: Recipe, variant: Variant, archives: Iterable[Archive], log: Log
+) -> dict[str, Any] | None:
+    """The variant's pruned archive of one of `archives`, verified in the cache, without the release itself
+    (a bundle carries only the pruned source); None when none is there."""
+    for archive in archives:
+        dest = pruned_path(cache_dir, rec, archive, variant)
+        if dest.is_file() and dest.with_name("pruned.json").is_file():
+            meta = pruned_meta(dest.with_name("pruned.json"))
+            if meta.get("from", {}).get("sha256") == archive.sha256 and cached_file(dest, meta["sha256"], log):
+                return meta | {"path": str(dest)}
+    return None
+
+
+def ensure_pruned(cache_dir: Path, rec: Recipe, src: CachedArchive, variant: Variant, log: Log) -> dict[str, Any]:
+    """The pruned archive for the variant, from the cache or written now; returns its description."""
+    dest = pruned_path(cache_dir, rec, src.archive, variant)
+    meta_path = dest.with_name("pruned.json")
+    if dest.is_file() and meta_path.is_file():
+        meta = pruned_meta(meta_path)
+        if cached_file(dest, meta["sha256"], log) is not None:
+            log(f"prune: {dest.name} already in the cache")
+            # the file just verified: pruned.json names where it was written, and a cache copied or reached
+            # elsewhere (another user's copy, a mount) would send the build to that path
+            return meta | {"path": str(dest)}
+    prune(src, rec, variant, dest, log)
+    meta = {
+        "file": dest.name,
+        "path": str(dest),
+        "sha256": file_sha256(dest),
+        "size": dest.stat().st_size,
+        "key": prune_key(src.archive, variant, rec.prune),
+        "from": src.as_json(),
+        "variant": variant.name,
+    }
+    record.write_json(meta_path, meta)
+    log(f"prune: wrote {dest} ({meta['size'] / 1e6:.1f} MB, sha256 {meta['sha256']})")
+    return meta
+
+
+def pruned_meta(path: Path) -> dict[str, Any]:
+    """A pruned.json, every field checked before a build relies on it."""
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(
+            f"{path} is damaged", f"not valid JSON: {exc}", f"remove {path} and prune again (`hermetic source prune`)"
+        ) from exc
+    try:
+        record.PrunedSource.from_json(meta, str(path))
+    except VerifyError as exc:
+        raise SourceError(f"{path} is damaged", exc.why or exc.what, f"remove {path} and prune again") from exc
+    assert isinstance(meta, dict)
+    return meta
+
+
+def check_archive(path: Path) -> None:
+    """Read an archive nothing vouches for through once: a truncated or damaged file fails here, clearly,
+    rather than deep inside Conan."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for _ in tar:
+                pass
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
+        raise SourceError(
+            f"{path} is not a readable source archive", f"truncated or corrupt: {exc}",
+            "copy the archive again (with its pruned.json), or build with --source pruned",
+        ) from exc

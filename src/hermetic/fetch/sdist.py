@@ -19,24 +19,10 @@ from typing import TYPE_CHECKING
 from hermetic.core.errors import SourceError
 from hermetic.core.log import null_log
 from hermetic.fetch.cache import admit_file, cached_file, download_verified, require_cached_file
+from hermetic.model.wheels import SdistPin
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
-
-
-@dataclass(frozen=True)
-class SdistPin:
-    """What a wheel recipe's `sdist:` says."""
-
-    name: str  # the distribution's name: llvmlite
-    version: str
-    file: str  # llvmlite-0.50.0.tar.gz
-    sha256: str
-    url: str  # where the release is published ('' for none: mirrors only)
-    strip_root: str  # the top-level directory every member is under: llvmlite-0.50.0
-
-    def as_json(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "file": self.file, "sha256": self.sha256, "url": self.url}
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.fetch.cache import Mismatch
     from hermetic.model.recipe import Archive, Recipe
+    from hermetic.model.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -281,4 +282,6 @@ def fetch(
 # --- pruning ---------------------------------------------------------------
 
 
-
+def fetch_with(settings: Settings, recipe: Recipe, log: Log = null_log) -> CachedArchive:
+    """fetch() from the origins the settings allow."""
+    return fetch(settings.cache_dir, recipe, settings.mirrors, settings.use_urls, settings.use_apt, log)

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING
 
 from hermetic.core.errors import EnvironmentError_, SourceError, disk_full
 from hermetic.model.requirements import check_wheelhouse, load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model.wheels import requirement_files
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.model.requirements import Requirements
     from hermetic.model.settings import Settings
+    from hermetic.model.wheels import WheelRecipe
 
 # CPython versions whose build venvs the wheelhouse must serve: this machine's and the GPU runner's.
 TARGET_PYTHONS = ("3.11", "3.12")
@@ -158,3 +160,12 @@ def _download(reqs: Requirements, out: Path, pythons: Sequence[str], python: str
             for f in files:
                 if not (out / f.name).is_file():
                     os.replace(f, out / f.name)  # same directory tree: a rename, never a partial copy
+
+
+def fetch_wheelhouses(settings: Settings, log: Log, recipes: list[WheelRecipe] | None = None,
+                      dest: Path | None = None) -> Path:
+    """Fill the wheelhouse with every requirement_files() pin; returns the wheelhouse."""
+    out = dest or wheelhouse_dir(settings)
+    for path in requirement_files(settings, recipes):
+        fetch_wheelhouse(settings, log, requirements=path, dest=out)
+    return out

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.core import times
-from hermetic.core.errors import VerifyError
+from hermetic.core.errors import HermeticError, VerifyError
 from hermetic.core.staging import staged_dir
 from hermetic.model.record import load_build_record
 from hermetic.oci.layer import write_layer
-from hermetic.oci.layout import Layout, _replace_dir
+from hermetic.oci.layout import Layout, _replace_dir, pick_root
 from hermetic.oci.types import LABEL_PREFIX, MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json, host_arch
 
 if TYPE_CHECKING:
+    from hermetic.model.record import BuildRecord
     from hermetic.oci.layer import LayerInfo
 
 LLVM_SOURCE_URL = "https://github.com/llvm/llvm-project"
@@ -161,3 +162,26 @@ def write_image(spec: ImageSpec, output: Path, compression: str = "gzip") -> Ima
         )
         layout.write_index([desc])
     return ImageResult(output, desc, config_digest, layer, spec.name, time.monotonic() - start)
+
+
+def kept_image(rec: BuildRecord, layout_dir: Path, compression: str) -> Descriptor | None:
+    """The image a substitution pulled, when it is still whole at layout_dir and is what would be written now.
+
+    Reusing it keeps the digest the substitute published (with its attestations, made where it was
+    built) instead of writing and attesting the image again here.
+    """
+    if not rec.substituted or not (layout_dir / "oci-layout").is_file():
+        return None
+    want = rec.substituted.rpartition("@")[2]
+    try:
+        layout = Layout(layout_dir)
+        root = pick_root(layout)
+        if root.digest != want:
+            return None
+        layout.verify(root)
+        layers = layout.children(root)[1:]
+    except HermeticError:
+        return None
+    if any(("zstd" in d.media_type) != (compression == "zstd") for d in layers):
+        return None
+    return root

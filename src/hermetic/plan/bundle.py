@@ -25,44 +25,30 @@ import json
 import os
 import shutil
 import tarfile
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hermetic.build import wheel
 from hermetic.core import platforms
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.fetch import cache, sources, toolchain
-from hermetic.model import recipe, requirements, toolchains
+from hermetic.core.log import stderr_log
+from hermetic.fetch import prune, sources, toolchain, wheelhouse
+from hermetic.model import recipe, requirements, toolchains, wheels
+from hermetic.oci.bundle import ROOT_PARTS, Entry, Opened, feed, open_layout
 from hermetic.oci.layout import Layout
-from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
-from hermetic.plan import steps
+from hermetic.oci.progress import Progress
+from hermetic.oci.registry import make_client
+from hermetic.oci.types import MT_MANIFEST, Descriptor, parse_reference, sha256_digest
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.model.settings import Settings
 
-ARTIFACT_TYPE = "application/vnd.hermetic.bundle.v1"
-MT_INDEX = "application/vnd.hermetic.bundle.index.v1+json"
-MT_FILE = "application/vnd.hermetic.bundle.file.v1"
-MT_ROOT = "application/vnd.hermetic.bundle.root.v1.tar"
-ANN_TITLE = "org.opencontainers.image.title"
-ROOT_PARTS = ("recipes", "toolchain", "src/compiler")
 # never part of a checkout's inputs (the compiler recipe's own exclude list adds its build outputs)
 ALWAYS_EXCLUDED = ("__pycache__", "*.pyc", ".git")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One input: what it is (role), its file name, where the caches look for it (relative to the cache)."""
-
-    role: str  # root | plan | pruned | pruned-meta | toolchain | wheelhouse | sdist | release
-    name: str
-    cache_path: str  # "" for the root and the plan
-    sha256: str
-    size: int
 
 
 # -- collecting the inputs ---------------------------------------------------------------------------------
@@ -118,10 +104,10 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
     variant = recipe.resolve_variant(rec, variant_name or settings.variant)
     arch = settings.arch or platforms.machine_arch()
     tc = toolchains.select(toolchains.load(settings.toolchain_dir), settings.toolchain, settings.glibc, platforms.zig_arch(arch))
-    fit, _ = wheel.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
+    fit, _ = wheels.matching_recipes(settings.recipes_dir, rec.version, rec.default_version, variant.name,
                                     tuple(variant.values("targets")), arch)
     src = sources.fetch(settings.cache_dir, rec, settings.mirrors, settings.use_urls, settings.use_apt, log)
-    meta = steps.ensure_pruned(settings, rec, src, variant, log)
+    meta = prune.ensure_pruned(settings.cache_dir, rec, src, variant, log)
     cache = settings.cache_dir
     out: list[tuple[Entry, Path]] = []
 
@@ -137,8 +123,8 @@ def collect(settings: Settings, variant_name: str | None, log: Log, with_release
         add("release", src.path, src.archive.sha256)
     if tc.kind != "host":
         add("toolchain", *_toolchain_file(settings, tc, log))
-    house = wheel.fetch_wheelhouses(settings, log, fit)
-    for req_file in wheel.requirement_files(settings, fit):
+    house = wheelhouse.fetch_wheelhouses(settings, log, fit)
+    for req_file in wheels.requirement_files(settings, fit):
         check = requirements.check_wheelhouse(house, requirements.load_requirements(req_file))
         for path in sorted({p for ps in check.found.values() for p in ps} - {p for _, p in out}):
             add("wheelhouse", path)
@@ -162,129 +148,6 @@ def _toolchain_file(settings: Settings, tc: toolchains.Toolchain, log: Log) -> t
 # -- the artifact --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecipeRef:
-    """The LLVM recipe a bundle builds: its directory in the checkout data, release and digest."""
-
-    path: str  # relative to the checkout: recipes/llvm
-    version: str
-    digest: str
-
-
-def write(out_dir: Path, name: str, files: Sequence[tuple[Entry, Path]], root: bytes, plan: dict[str, Any],
-          llvm: RecipeRef) -> Descriptor:
-    """The bundle as an OCI layout at out_dir (written beside it, then moved into place)."""
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise UsageError(f"{out_dir} exists and is not empty", "a bundle is written into a new directory", "")
-    tmp = out_dir.with_name(f".{out_dir.name}.partial{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    layout = Layout(tmp)
-    layout.init()
-    plan_bytes = json.dumps(plan, indent=1, sort_keys=True).encode() + b"\n"
-    entries = [Entry("root", "root.tar", "", sha256_digest(root)[7:], len(root)),
-               Entry("plan", "plan.json", "", sha256_digest(plan_bytes)[7:], len(plan_bytes)), *(e for e, _ in files)]
-    layout.put_bytes(root)
-    layout.put_bytes(plan_bytes)
-    for e, path in files:
-        dest = layout.blob_path("sha256:" + e.sha256)
-        if not dest.exists():
-            shutil.copyfile(path, dest)
-        if file_sha256(dest) != e.sha256:
-            raise VerifyError(f"{path} changed while it was bundled", "", "bundle again")
-    index = {"schema": "hermetic.bundle/1", "name": name, "recipe_digest": llvm.digest, "llvm_recipe": llvm.path,
-             "llvm_version": llvm.version, "entries": [asdict(e) for e in entries]}
-    config = canonical_json(index)
-    layers = [{"mediaType": MT_ROOT if e.role == "root" else MT_FILE, "digest": "sha256:" + e.sha256, "size": e.size,
-               "annotations": {ANN_TITLE: f"{e.role}/{e.name}"}} for e in entries]
-    manifest = {"schemaVersion": 2, "mediaType": MT_MANIFEST, "artifactType": ARTIFACT_TYPE,
-                "config": {"mediaType": MT_INDEX, "digest": layout.put_bytes(config), "size": len(config)},
-                "layers": layers, "annotations": {ANN_TITLE: name}}
-    body = canonical_json(manifest)
-    desc = Descriptor(MT_MANIFEST, layout.put_bytes(body), len(body), annotations={REF_NAME: name})
-    layout.write_index([desc])
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    if out_dir.exists():
-        out_dir.rmdir()
-    os.replace(tmp, out_dir)
-    return desc
-
-
-@dataclass(frozen=True)
-class Opened:
-    layout: Layout
-    manifest: Descriptor
-    name: str
-    recipe_digest: str
-    entries: tuple[Entry, ...]
-    llvm_recipe: str = "recipes/llvm"
-    llvm_version: str = ""
-
-
-def open_layout(path: Path) -> Opened:
-    """A bundle layout, every blob checked against its digest, its index read."""
-    layout = Layout(path)
-    roots = [d for d in layout.index() if d.media_type == MT_MANIFEST]
-    if len(roots) != 1:
-        raise UsageError(f"{path} is not a hermetic bundle", f"it has {len(roots)} manifests", "pass a bundle layout")
-    layout.verify(roots[0])
-    manifest = layout.read_json(roots[0])
-    if manifest.get("artifactType") != ARTIFACT_TYPE:
-        raise UsageError(f"{path} is not a hermetic bundle", f"its artifactType is {manifest.get('artifactType')!r}",
-                         "pass a layout written by `hermetic bundle`")
-    index = layout.read_json(Descriptor.from_json(manifest["config"], roots[0].digest))
-    try:
-        entries = tuple(Entry(**e) for e in index["entries"])
-    except (KeyError, TypeError) as exc:
-        raise VerifyError(f"the index of {path} is malformed", str(exc), "bundle again") from exc
-    listed = {d["digest"] for d in manifest.get("layers") or []}
-    missing = [e.name for e in entries if "sha256:" + e.sha256 not in listed]
-    if missing:
-        raise VerifyError(f"the index of {path} names files the bundle lacks", ", ".join(missing), "bundle again")
-    recipe_dir = str(index.get("llvm_recipe") or "recipes/llvm")
-    if _unsafe(recipe_dir):
-        raise VerifyError(f"the index of {path} names a recipe outside its data", recipe_dir, "bundle again")
-    return Opened(layout, roots[0], str(index.get("name", "")), str(index.get("recipe_digest", "")), entries,
-                  recipe_dir, str(index.get("llvm_version") or ""))
-
-
-def is_bundle(layout: Layout) -> bool:
-    roots = layout.index()
-    return len(roots) == 1 and roots[0].media_type == MT_MANIFEST and \
-        layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
-
-
-def _unsafe(rel: str) -> bool:
-    return rel.startswith("/") or ".." in Path(rel).parts or not rel
-
-
-def feed(opened: Opened, root_dir: Path, cache_dir: Path, log: Log) -> None:
-    """Unpack the checkout data into root_dir and admit every cached entry into cache_dir by its sha256."""
-    for e in opened.entries:
-        blob = opened.layout.blob_path("sha256:" + e.sha256)
-        if e.role == "root":
-            _unpack_root(blob, root_dir, (*ROOT_PARTS, opened.llvm_recipe))
-        elif e.cache_path:
-            if _unsafe(e.cache_path):
-                raise VerifyError(f"bundle entry {e.name} would land outside the cache", e.cache_path, "")
-            dest = cache_dir / e.cache_path
-            if not (dest.is_file() and file_sha256(dest) == e.sha256):
-                cache.admit_file(dest, e.sha256, blob, f"bundle:{opened.manifest.digest}", f"{e.role} {e.name}")
-    got = recipe.load_at(root_dir / opened.llvm_recipe, opened.llvm_version or None, root_dir).digest()
-    if got != opened.recipe_digest:
-        raise VerifyError("the bundle's recipe is not the one it names", f"{got} unpacked, {opened.recipe_digest} listed",
-                          "the bundle is damaged; bundle again")
-    log(f"bundle: {len(opened.entries)} inputs of {opened.name} ({opened.manifest.digest[:19]}…) fed into {cache_dir}")
-
-
-def _unpack_root(blob: Path, root_dir: Path, parts: Sequence[str]) -> None:
-    root_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(blob) as tar:
-        for m in tar.getmembers():
-            if not m.isfile() or _unsafe(m.name) or not m.name.startswith(tuple(p + "/" for p in parts)):
-                raise VerifyError("the bundle's checkout data holds an unexpected entry", m.name, "bundle again")
-        tar.extractall(root_dir, filter="data")
-
-
 def settings_for(settings: Settings, opened: Opened, where: Path, log: Log) -> Settings:
     """Settings that build from the bundle alone: its root, a cache fed from it, every other origin off."""
     base = where / opened.manifest.digest.split(":")[1][:16]
@@ -297,6 +160,41 @@ def settings_for(settings: Settings, opened: Opened, where: Path, log: Log) -> S
                    substitutes=(), llvm_recipe=str(root / opened.llvm_recipe))
 
 
-def summary(opened: Opened) -> Iterable[str]:
-    for e in opened.entries:
-        yield f"{e.role:<12} {e.name:<70} {e.size / 1e6:8.1f} MB  sha256:{e.sha256[:16]}…"
+def from_bundle(given: str | None, settings: Settings, insecure: bool = False) -> Settings:
+    """The settings a command builds with: unchanged without --bundle; else the bundle's root and cache only."""
+    if not given:
+        return settings
+    log = stderr_log(settings.quiet)
+    where = settings.work_dir / "bundle"
+    path = Path(given)
+    if not (path / "oci-layout").is_file():
+        if path.exists():
+            raise UsageError(f"{path} is not a bundle layout", "it has no oci-layout file", "pass a `hermetic bundle` DIR")
+        path = _pull(given, where, insecure, settings.quiet)
+    opened = open_layout(path)
+    log(f"bundle: {opened.name} {opened.manifest.digest} ({len(opened.entries)} inputs, every blob verified)")
+    return settings_for(settings, opened, where, log)
+
+
+def _pull(text: str, where: Path, insecure: bool, quiet: bool) -> Path:
+    """A bundle from a registry into where/pulled-<digest>: manifest, index and every blob, each checked."""
+    ref = parse_reference(text)
+    client = make_client(ref, insecure=insecure, environ=os.environ, progress=Progress(enabled=not quiet))
+    try:
+        media_type, body = client.get_manifest(ref.repository, ref.reference)
+        digest = sha256_digest(body)
+        if (ref.digest and digest != ref.digest) or media_type != MT_MANIFEST:
+            raise VerifyError(f"{ref} is not the bundle asked for", f"{media_type} {digest}", "check the reference")
+        dest = where / f"pulled-{digest.split(':')[1][:16]}"
+        layout = Layout(dest)
+        layout.init()
+        layout.put_bytes(body)
+        manifest = json.loads(body)
+        for d in [manifest["config"], *manifest.get("layers", [])]:
+            desc = Descriptor.from_json(d, digest)
+            if not layout.blob_path(desc.digest).is_file():
+                client.fetch_blob(ref.repository, desc, layout.blob_path(desc.digest))
+        layout.write_index([Descriptor(MT_MANIFEST, digest, len(body))])
+        return dest
+    finally:
+        client.close()

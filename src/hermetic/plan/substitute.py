@@ -30,20 +30,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import provenance
-from hermetic.build import llvm
-from hermetic.core.errors import HermeticError, RegistryError, UsageError, VerifyError
+from hermetic.build import swap
+from hermetic.core.errors import RegistryError, UsageError, VerifyError
 from hermetic.model import record
 from hermetic.oci import referrers, referrers_registry
-from hermetic.oci.layout import Layout, _replace_dir, pick_root
+from hermetic.oci.layout import Layout, _replace_dir
 from hermetic.oci.registry import ACCEPT, _Response, make_client
 from hermetic.oci.transfer import pull_layout
 from hermetic.oci.types import LABEL_PREFIX, REF_NAME, Descriptor, Reference, sha256_digest
 from hermetic.oci.unpack import unpack_layout
+from hermetic.plan.context import Refused
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
     from hermetic.model.settings import Substitute
     from hermetic.oci.registry import RegistryClient
+    from hermetic.plan.context import Context
 
 TAG_PREFIX = "inputs-"
 TAG_HEX = 32  # 128 bits of the inputs digest: a tag to find a candidate by, never the proof of one
@@ -56,12 +58,6 @@ def inputs_tag(inputs_digest: str) -> str:
     if not _HEX64.match(hexpart):
         raise UsageError(f"invalid inputs digest {inputs_digest!r}", "expected 64 lowercase hex digits", "")
     return TAG_PREFIX + hexpart[:TAG_HEX]
-
-
-class Refused(HermeticError):
-    """A substitute was found but is not used: what disagreed, on one line."""
-
-    exit_code = VerifyError.exit_code
 
 
 @dataclass(frozen=True)
@@ -198,8 +194,8 @@ def install(
     The pulled layout is kept as images/<image_name>, where `hermetic image llvm` finds it. Raises
     Refused, or RegistryError when the substitute fails mid-pull; either way nothing of it is kept.
     """
-    llvm.recover(out)
-    new = llvm.staging_dir(out)
+    swap.recover(out)
+    new = swap.staging_dir(out)
     shutil.rmtree(new, ignore_errors=True)
     new.mkdir(parents=True)
     try:
@@ -210,7 +206,7 @@ def install(
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise
-    llvm.swap_in(new, out, rec.tree.digest)
+    swap.swap_in(new, out, rec.tree.digest)
     return rec
 
 
@@ -269,24 +265,18 @@ def _image_name_of(layout: Layout, desc: Descriptor) -> str:
     return f"{title}-{config.get('os', 'linux')}-{config.get('architecture', '')}"
 
 
-def kept_image(rec: record.BuildRecord, layout_dir: Path, compression: str) -> Descriptor | None:
-    """The image a substitution pulled, when it is still whole at layout_dir and is what would be written now.
+class Finder:
+    """The substitutes of a job (settings.substitutes), asked with the credentials of `environ`: what a command
+    gives its plan (plan.context.Substitutes) so the build step may pull instead of build."""
 
-    Reusing it keeps the digest the substitute published (with its attestations, made where it was
-    built) instead of writing and attesting the image again here.
-    """
-    if not rec.substituted or not (layout_dir / "oci-layout").is_file():
-        return None
-    want = rec.substituted.rpartition("@")[2]
-    try:
-        layout = Layout(layout_dir)
-        root = pick_root(layout)
-        if root.digest != want:
-            return None
-        layout.verify(root)
-        layers = layout.children(root)[1:]
-    except HermeticError:
-        return None
-    if any(("zstd" in d.media_type) != (compression == "zstd") for d in layers):
-        return None
-    return root
+    def __init__(self, substitutes: tuple[Substitute, ...], environ: Mapping[str, str]) -> None:
+        self.substitutes = substitutes
+        self.environ = environ
+
+    def find(self, inputs_digest: str, log: Log) -> Hit | None:
+        return find(self.substitutes, inputs_digest, self.environ, log)
+
+    def install(self, hit: Hit, ctx: Context, inputs_digest: str) -> record.BuildRecord:
+        name = f"{ctx.recipe.title(ctx.variant.name)}-linux-{ctx.arch}"
+        return install(hit, ctx.build_dir, ctx.image_dir, name, inputs_digest, ctx.toolchain.identity(), ctx.arch,
+                       self.environ, ctx.log)

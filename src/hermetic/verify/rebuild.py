@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance
-from hermetic.build import llvm
-from hermetic.core import times
+from hermetic.build.llvm import BuildStep
+from hermetic.core import platforms, times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import HermeticError, UsageError, VerifyError
 from hermetic.core.log import stderr_log
@@ -39,7 +39,7 @@ from hermetic.model import recipe, record, toolchains
 from hermetic.oci import referrers
 from hermetic.oci.image import spec_from_record, write_image
 from hermetic.oci.layout import Layout
-from hermetic.plan import steps
+from hermetic.plan.context import Context, Source
 from hermetic.verify import differences
 from hermetic.verify.report import DIFF_LINES, SHOWN_FILES, Comparison, Mismatch, Report
 
@@ -248,7 +248,7 @@ def _rebuild_llvm(
 
     if pruned:
         src = _release_archive(settings, rec, wanted_sources[0] if wanted_sources else None, log)
-        cached = steps.pruned_path(settings, rec, src.archive, variant)
+        cached = prune.pruned_path(settings.cache_dir, rec, src.archive, variant)
         if reuse_pruned and cached.is_file() and file_sha256(cached) == pruned.sha256:
             path, note = cached, "reused from the cache (--reuse-pruned), sha256 checked"
         else:
@@ -265,31 +265,34 @@ def _rebuild_llvm(
             key=prune.prune_key(src.archive, variant, rec.prune), source=record.SourceOrigin.from_json(src.as_json()),
             variant=variant.name,
         ).as_json()
-        inputs = llvm.BuildInputs(rec, variant, path, digest, (src.as_json(),), meta, toolchain=tc)
-        release = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, "full", tc)
+        outputs: dict[str, Any] = {"fetch": src, "prune": meta}
     else:
         archive = spec.source_archive or (wanted_sources[0] if wanted_sources else None)
         src = _release_archive(settings, rec, archive, log)
-        inputs = llvm.BuildInputs(rec, variant, src.path, src.archive.sha256, (src.as_json(),), None, toolchain=tc)
-        release = inputs
+        outputs = {"fetch": src}
 
-    want_inputs = spec.inputs_digest
-    if want_inputs and inputs.digest() != want_inputs:
-        raise VerifyError(
-            "the build inputs differ from the recorded ones",
-            f"inputs digest {inputs.digest()} now, {want_inputs} recorded (recipe, variant and source match: "
-            "toolchain/ must have changed)",
-            "check out the commit the artifact was built from, then verify again",
-        )
-    # Never through a compile cache or compile hosts (a host's wrong compiler would show here too): the
-    # rebuild is what checks a tree built with one (a poisoned entry shows here). The recorded release.
+    # The build step of `hermetic all`, with a context of its own: never through a compile cache or compile hosts
+    # (a host's wrong compiler would show here too): the rebuild is what checks a tree built with one (a poisoned
+    # entry shows here). The recorded release.
     rebuilt_settings = dataclasses.replace(
         settings, work_dir=root / "work", compile_cache=None, distribute=None, llvm_version=rec.version
     )
+    arch = toolchains.target_arch(tc)
+    ctx = Context(rebuilt_settings, log, rec, variant, tc, arch, arch != platforms.machine_arch(),
+                  Source("pruned" if pruned else "full"), outputs=outputs)
+    step = BuildStep()
+    want_inputs = spec.inputs_digest
+    if want_inputs and step.inputs_digest(ctx) != want_inputs:
+        raise VerifyError(
+            "the build inputs differ from the recorded ones",
+            f"inputs digest {step.inputs_digest(ctx)} now, {want_inputs} recorded (recipe, variant and source match: "
+            "toolchain/ must have changed)",
+            "check out the commit the artifact was built from, then verify again",
+        )
     # The recorded inputs are checked above; --from-release then builds the same recipe, variant and
     # toolchain from the release archive they were pruned from.
     report.conditions["source"] = f"release archive {src.archive.file} (--from-release)" if from_release else "as recorded"
-    new = llvm.build(rebuilt_settings, release if from_release else inputs, log)
+    new = step.run(dataclasses.replace(ctx, source=Source("full")) if from_release else ctx)
     note = f"built from the whole {src.archive.file}, not the pruned subset" if from_release and pruned else ""
     report.comparisons.append(Comparison("install tree", spec.tree_digest, new.tree.digest, note))
     return new

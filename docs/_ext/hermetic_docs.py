@@ -117,10 +117,37 @@ class ModuleMap(SphinxDirective):
         return [rows]
 
 
+class CliGuide(SphinxDirective):
+    """`cli-guide`: `hermetic --help`'s "start here" and every command's examples (hermetic/cli/guide.py), as typed.
+
+    The argparse directive is given `:noepilog:`: its epilog would be read as prose, the lines joined and
+    `--` turned into a dash, so a reader could not paste them."""
+
+    def run(self) -> list[nodes.Node]:
+        from hermetic.cli import guide
+
+        self.env.note_dependency(guide.__file__)
+        found: list[nodes.Node] = [nodes.literal_block(guide.START_HERE, guide.START_HERE, language="none")]
+        rows = nodes.definition_list(classes=["cli-examples"])
+        for command, lines in guide.EXAMPLES.items():
+            item = nodes.definition_list_item()
+            item += nodes.term("", "", nodes.literal(command, f"hermetic {command}"))
+            text = "\n".join(lines)
+            item += nodes.definition("", nodes.literal_block(text, text, language="none"))
+            rows += item
+        return [*found, rows]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("report", _checked_path("reports/"))
     app.add_role("repo", _checked_path(""))
     app.add_directive("report-plot", ReportPlot)
     app.add_directive("json-excerpt", JsonExcerpt)
     app.add_directive("module-map", ModuleMap)
+    app.add_directive("cli-guide", CliGuide)
+    # The argparse directive renders each subcommand's epilog as prose (`:noepilog:` reaches only the top
+    # parser): the reference shows the examples once, as literal blocks, through cli-guide instead.
+    from hermetic.cli import guide
+
+    guide.epilog = lambda command: None
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from hermetic import __version__
 from hermetic.cli import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
 from hermetic.cli.common import common_parsers
+from hermetic.cli.guide import START_HERE
 from hermetic.core.errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
 from hermetic.model.settings import resolve
 
@@ -129,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         # --llvm-recipe, and a prefix that works today breaks when an option is added
         allow_abbrev=False,
         description="Reproducible, offline builds of slim LLVM toolchains and the GPU compiler wheels built on them.",
+        epilog=START_HERE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common.build],
     )
     parser.add_argument("--version", action="version", version=f"hermetic {__version__}")
@@ -165,12 +168,19 @@ def _check_root(cli_values: dict[str, Any]) -> None:
         )
 
 
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
 def _run(argv: Sequence[str] | None) -> tuple[int, Handler | None]:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Handler | None = getattr(args, "func", None)
     if func is None:
-        parser.print_help()
+        # no command: the first screen is where to start, not every option
+        print("usage: hermetic [options] COMMAND [ARGS]\n\n" + (parser.description or "") + "\n\n" + START_HERE
+              + "\n\ncommands: " + ", ".join(_commands(parser)))
         return 2, None
     cli_values = {k: getattr(args, _DESTS.get(k, k)) for k in _SETTING_KEYS if hasattr(args, _DESTS.get(k, k))}
     _check_root(cli_values)

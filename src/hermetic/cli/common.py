@@ -6,12 +6,14 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermetic.attest import signing, simple_signing
+from hermetic.cli import guide
 from hermetic.core.errors import RecipeError, UsageError
 from hermetic.model.settings import Settings
 from hermetic.oci.http import DEFAULT_MAX_DOCUMENT
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 Subparsers = Any  # argparse's _SubParsersAction is private
+_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def common_parsers() -> Common:
     g.add_argument("--glibc", default=s, help="glibc floor of the zig target, 2.NN (HERMETIC_GLIBC; 2.28)")
     # dest target_arch: image, pull, attest and inspect have an --arch of their own (a platform to pick, any name).
     g.add_argument("--arch", dest="target_arch", default=s,
-                   help="architecture to build for, amd64 or arm64 (`all`: a list, amd64,arm64); another than this machine's is cross-built with zig "
+                   help="architecture to build for, amd64 or arm64 (only `hermetic all` takes two, comma-separated: amd64,arm64); another than this machine's is cross-built with zig "
                         "(HERMETIC_ARCH; this machine's)")
     g.add_argument("--wheelhouse", metavar="DIR", default=s,
                    help="the hash-pinned build requirements: CMake, Ninja, the wheel's (HERMETIC_WHEELHOUSE; CACHE/wheelhouse)")
@@ -105,10 +108,14 @@ def add_distribute(parser: argparse.ArgumentParser) -> None:
 def add_command(
     subparsers: Subparsers, name: str, help: str, parents: Sequence[argparse.ArgumentParser] = ()
 ) -> argparse.ArgumentParser:
-    """A subcommand whose `--help` starts with what it does."""
+    """A subcommand whose `--help` starts with what it does and ends with examples (cli/guide.py)."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, parents=list(parents), help=help, description=help[:1].upper() + help[1:] + ".", allow_abbrev=False
+        name, parents=list(parents), help=help, allow_abbrev=False,
+        # raw, so the examples keep their lines; the description is wrapped here instead
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(help[:1].upper() + help[1:] + ".", width=_WIDTH),
     )
+    parser.epilog = guide.epilog(parser.prog.removeprefix("hermetic "))
     return parser
 
 

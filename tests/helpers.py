@@ -95,3 +95,38 @@ class SharedBuilds:
             rec = recipe.load_at(recipe_dir, version, ROOT)
             self.made[key] = work / rec.build_path(variant) / "record.json"
         return self.made[key]
+
+
+def in_toto_verify(evidence: Path, *owners: Path) -> subprocess.CompletedProcess[str]:
+    """The in-toto project's own verifier on evidence written by `hermetic intoto links/layout`."""
+    import pytest
+
+    exe = shutil.which("in-toto-verify")
+    if exe is None:
+        pytest.fail("in-toto-verify is missing: pip install the test extra (in-toto is pinned there)")
+    return subprocess.run(
+        [exe, "--layout", "root.layout", "--verification-keys", *map(str, owners), "--link-dir", "links",
+         "--inspection-timeout", "120", "-v"],
+        cwd=evidence, capture_output=True, text=True, timeout=300,
+    )
+
+
+def swap_in_tampered_image(record: Path, evidence: Path, tmp_path: Path) -> None:
+    """Replace evidence/image with an image written, consistently, from the record's tree with one header's
+    byte changed: well-formed, but not what the build step made."""
+    import json
+
+    from hermetic.oci.image import spec_from_record, write_image
+
+    rec = json.loads(record.read_text())
+    tree = tmp_path / "evil-tree"
+    shutil.copytree(rec["install_root"], tree, symlinks=True)
+    header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
+    data = bytearray(header.read_bytes())
+    data[-2] ^= 1
+    header.write_bytes(bytes(data))
+    evil_rec = tmp_path / "record.json"
+    evil_rec.write_text(json.dumps(rec | {"install_root": str(tree)}))
+    evil = write_image(spec_from_record(evil_rec), tmp_path / "evil-image").layout
+    shutil.rmtree(evidence / "image")
+    shutil.copytree(evil, evidence / "image")

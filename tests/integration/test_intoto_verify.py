@@ -9,31 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, hermetic
+from helpers import ROOT, hermetic, in_toto_verify, swap_in_tampered_image
 from hermetic.attest import attach as attest
 from hermetic.attest.signing import load_verify_key
 from hermetic.model import recipe
 from hermetic.model.settings import resolve
-from hermetic.oci.image import spec_from_record, write_image
 from schemas.examples import fake_image, fake_llvm_build
 
 pytestmark = pytest.mark.integration
-
-
-def in_toto_verify(evidence: Path, *owners: Path) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("in-toto-verify")
-    if exe is None:
-        pytest.fail("in-toto-verify is missing: pip install the test extra (in-toto is pinned there)")
-    return subprocess.run(
-        [exe, "--layout", "root.layout", "--verification-keys", *map(str, owners), "--link-dir", "links",
-         "--inspection-timeout", "120", "-v"],
-        cwd=evidence, capture_output=True, text=True, timeout=300,
-    )
 
 
 def _build(base: Path, key: Path, tiny: tuple[str, ...], cache: Path) -> tuple[Path, Path]:
@@ -86,19 +73,7 @@ def test_in_toto_verify_passes_on_a_good_build(good: Path, keys: Path, tmp_path:
 def test_a_changed_byte_in_the_tree_fails(good: Path, keys: Path, tmp_path: Path) -> None:
     """The image rewritten, consistently, from a tree with one byte changed: not what the build step made."""
     ev = _copy(good, tmp_path)
-    rec_path = next((good.parent / "a").rglob("record.json"))
-    rec = json.loads(rec_path.read_text())
-    tree = tmp_path / "evil-tree"
-    shutil.copytree(rec["install_root"], tree, symlinks=True)
-    header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
-    data = bytearray(header.read_bytes())
-    data[-2] ^= 1
-    header.write_bytes(bytes(data))
-    evil_rec = tmp_path / "record.json"
-    evil_rec.write_text(json.dumps(rec | {"install_root": str(tree)}))
-    evil = write_image(spec_from_record(evil_rec), tmp_path / "evil-image").layout
-    shutil.rmtree(ev / "image")
-    shutil.copytree(evil, ev / "image")
+    swap_in_tampered_image(next((good.parent / "a").rglob("record.json")), ev, tmp_path)
     proc = in_toto_verify(ev, keys / "owner.pub")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "RuleVerificationError" in proc.stderr and "image" in proc.stderr, proc.stderr

@@ -111,22 +111,28 @@ def in_toto_verify(evidence: Path, *owners: Path) -> subprocess.CompletedProcess
     )
 
 
-def swap_in_tampered_image(record: Path, evidence: Path, tmp_path: Path) -> None:
-    """Replace evidence/image with an image written, consistently, from the record's tree with one header's
-    byte changed: well-formed, but not what the build step made."""
+def tampered_record(record: Path, base: Path) -> Path:
+    """A record of a copy of the record's tree with one byte of one header changed (what a tamperer would
+    publish), under base."""
     import json
 
-    from hermetic.oci.image import spec_from_record, write_image
-
     rec = json.loads(record.read_text())
-    tree = tmp_path / "evil-tree"
+    tree = base / "evil-tree"
     shutil.copytree(rec["install_root"], tree, symlinks=True)
     header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
     data = bytearray(header.read_bytes())
     data[-2] ^= 1
     header.write_bytes(bytes(data))
-    evil_rec = tmp_path / "record.json"
-    evil_rec.write_text(json.dumps(rec | {"install_root": str(tree)}))
-    evil = write_image(spec_from_record(evil_rec), tmp_path / "evil-image").layout
+    evil = base / "record.json"
+    evil.write_text(json.dumps(rec | {"install_root": str(tree)}))
+    return evil
+
+
+def swap_in_tampered_image(record: Path, evidence: Path, tmp_path: Path) -> None:
+    """Replace evidence/image with an image written, consistently, from the record's tree with one byte
+    changed: well-formed, but not what the build step made."""
+    from hermetic.oci.image import spec_from_record, write_image
+
+    evil = write_image(spec_from_record(tampered_record(record, tmp_path)), tmp_path / "evil-image").layout
     shutil.rmtree(evidence / "image")
     shutil.copytree(evil, evidence / "image")

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from helpers import hermetic
+from helpers import hermetic, tampered_record
 from hermetic.attest import image_signatures, signing
 from hermetic.attest.simple_signing import lookaside_dir
 from hermetic.oci.image import ImageResult, spec_from_record, write_image
@@ -23,6 +24,13 @@ from hermetic.oci.registry import RegistryClient
 pytestmark = pytest.mark.integration
 
 Registry = object  # the fixture class in conftest.py
+
+# Each image the consumer's tools must refuse under policy("a"), and what containers/image says about it.
+REFUSALS = [
+    ("unsigned:1", "A signature was required, but no signature exists"),
+    ("other:1", "Invalid GPG signature"),
+    ("tampered:1", "does not match"),
+]
 
 
 @dataclass(frozen=True)
@@ -53,15 +61,7 @@ def _image(record: Path, out: Path) -> ImageResult:
 
 def _changed(record: Path, base: Path) -> ImageResult:
     """The image of a copy of the tree with one byte of one header changed (what a tamperer would publish)."""
-    rec = json.loads(record.read_text())
-    tree = base / "tree"
-    shutil.copytree(rec["install_root"], tree, symlinks=True)
-    header = next(p for p in sorted(tree.rglob("*.h")) if p.is_file())
-    data = bytearray(header.read_bytes())
-    data[-2] ^= 1
-    header.write_bytes(bytes(data))
-    (base / "record.json").write_text(json.dumps(rec | {"install_root": str(tree)}))
-    return _image(base / "record.json", base / "image")
+    return _image(tampered_record(record, base), base / "image")
 
 
 def _own_build(base: Path, tiny: tuple[str, ...], cache: Path) -> ImageResult:
@@ -142,14 +142,7 @@ def test_skopeo_accepts_the_signed_image(world: World, tmp_path: Path) -> None:
     assert index["manifests"][0]["digest"] == world.good_digest
 
 
-@pytest.mark.parametrize(
-    ("repo", "why"),
-    [
-        ("unsigned:1", "A signature was required, but no signature exists"),
-        ("other:1", "Invalid GPG signature"),
-        ("tampered:1", "does not match"),
-    ],
-)
+@pytest.mark.parametrize(("repo", "why"), REFUSALS)
 def test_skopeo_refuses(world: World, tmp_path: Path, repo: str, why: str) -> None:
     proc = skopeo_copy(world, world.policy("a"), repo, tmp_path / "out")
     assert proc.returncode != 0, f"skopeo accepted {repo}"
@@ -167,17 +160,50 @@ def test_buildah_copy_from_accepts_the_signed_image(world: World, store: list[st
     assert (mnt / header.relative_to(install)).read_bytes() == header.read_bytes()
 
 
-@pytest.mark.parametrize(
-    ("repo", "why"),
-    [
-        ("unsigned:1", "A signature was required, but no signature exists"),
-        ("other:1", "Invalid GPG signature"),
-        ("tampered:1", "does not match"),
-    ],
-)
+@pytest.mark.parametrize(("repo", "why"), REFUSALS)
 def test_buildah_copy_from_refuses(world: World, store: list[str], tmp_path: Path, repo: str, why: str) -> None:
     proc = buildah_copy_from(world, store, world.policy("a"), repo, tmp_path / "ctx")
     assert proc.returncode != 0, f"buildah built from {repo}"
+    assert "Source image rejected" in proc.stderr and why in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.fixture
+def podman_store() -> Iterator[list[str]]:
+    """A podman store of the test's own, under a short path (podman refuses a runroot over 50 characters)."""
+    base = Path(tempfile.mkdtemp(prefix="hp-", dir="/tmp"))
+    opts = ["--root", str(base / "s"), "--runroot", str(base / "r"), "--storage-driver", "vfs"]
+    yield opts
+    subprocess.run(["podman", *opts, "rmi", "--all", "--force"], capture_output=True, timeout=120)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def podman_pull(w: World, store: list[str], policy: Path, repo: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`podman pull` as a consumer configures it: policy.json and registries.d under /etc/containers, here in a
+    mount namespace of its own where a copy of the machine's /etc/containers with ours added is bound over it."""
+    etc = tmp_path / "etc-containers"
+    shutil.copytree("/etc/containers", etc, symlinks=True)
+    shutil.copyfile(policy, etc / "policy.json")
+    shutil.copytree(w.registries_d, etc / "registries.d", dirs_exist_ok=True)
+    script = 'mount --bind "$1" /etc/containers && shift && exec podman "$@"'
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(etc), *store, "pull",
+         "--tls-verify=false", f"{w.host}/signed/{repo}"],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_podman_pull_accepts_the_signed_image(world: World, podman_store: list[str], tmp_path: Path) -> None:
+    proc = podman_pull(world, podman_store, world.policy("a"), "tiny:1", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = subprocess.run(["podman", *podman_store, "images", "--digests", "--format", "{{.Digest}}"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert world.good_digest in listed
+
+
+@pytest.mark.parametrize(("repo", "why"), REFUSALS)
+def test_podman_pull_refuses(world: World, podman_store: list[str], tmp_path: Path, repo: str, why: str) -> None:
+    proc = podman_pull(world, podman_store, world.policy("a"), repo, tmp_path)
+    assert proc.returncode != 0, f"podman pulled {repo}"
     assert "Source image rejected" in proc.stderr and why in proc.stderr, proc.stderr[-3000:]
 
 

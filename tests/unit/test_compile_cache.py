@@ -227,7 +227,7 @@ def test_the_record_says_when_the_cache_failed_and_how_many_compiles_ran_without
     assert compile_cache.failure_note(False, None).startswith("the cache did not answer when the build started")
     assert compile_cache.failure_note(False, stats(remote_errors=0)) == ""  # a new directory: ccache made and used it
     rec = dataclasses.replace(_cache_use(), note=note, misses_to="the compile hosts (--distribute), through distcc")
-    assert record.CompileCacheUse.from_json(record._Fields(rec.as_json(), "r.json", "compile_cache")) == rec
+    assert record.CompileCacheUse.from_json(rec.as_json(), "r.json", "compile_cache") == rec
     assert "note" not in _cache_use().as_json() and "misses_to" not in _cache_use().as_json()
 
 

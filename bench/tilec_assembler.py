@@ -300,8 +300,9 @@ def compare(
 def run_on_gpu(arch: str, settings: Any) -> dict[str, Any]:
     """Launch the kernels tilec_compile knows, built with each assembler, on the same inputs."""
     import tilec
-    import tilec_compile as C
     import torch
+
+    from bench import tilec_compile as C
 
     out: dict[str, Any] = {}
     for kernel in C.TILEC_KERNELS:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import importlib
 import os
 import shutil
 import subprocess
@@ -236,9 +237,12 @@ def aot(res: dict[str, Any], launches: int, reps: int) -> dict[str, Any]:
     import tilec
 
     try:
-        from tilec.backends.cuda import aot as tilec_aot  # absent in older wheels
-    except ImportError as exc:
-        return {"status": "not measured", "why": f"this tilec has no AOT launcher ({exc})"}
+        tilec_aot = importlib.import_module("tilec.aot")
+    except ImportError:
+        try:  # where it lived before it moved beside the driver (a baseline wheel may be that old)
+            tilec_aot = importlib.import_module("tilec.backends.cuda.aot")
+        except ImportError as exc:
+            return {"status": "not measured", "why": f"this tilec has no AOT launcher ({exc})"}
     from bench import tilec_kernels as K
 
     cc = shutil.which("gcc") or shutil.which("cc")

@@ -47,8 +47,9 @@ LLVM_STAGES = ("llir", "llir_opt", "ptx")
 def child(reps: int, target: str) -> dict[str, Any]:
     """Seconds per kernel and stage for `reps` compiles of each kernel (reps 0: imports and IR only)."""
     import tilec
-    import tilec_compile as bench
     from tilec import compiler as tc
+
+    from bench import tilec_compile as bench
 
     c = tilec.Compiler(bench.tilec_settings(None))
     opts = tilec.CompileOptions(target=target)

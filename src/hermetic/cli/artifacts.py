@@ -76,6 +76,7 @@ class Unsupported:
 class Row:
     title: str  # what the commands' help and errors call it
     inspect: Inspect | Unsupported
+    stale: tuple[str, str]  # what inspect says when the artifact does not match what is said of it: what, fix
     attest: Attest | Unsupported
     signatures: CheckSignatures | Unsupported  # verify --key
     rebuild: Rebuild | Unsupported  # verify
@@ -116,11 +117,15 @@ def _rebuild_wheel(path: Path, report: Report, args: Args, settings: Settings, l
 
 
 _BUNDLE_HOLDS = "a bundle holds the inputs of a build, not something built"
+_ATTESTATIONS_STALE = ("the attestations of {} do not match it",
+                       "attest the artifact again (`hermetic attest`), or find out who changed it")
 
 KINDS: dict[Kind, Row] = {
     Kind.LLVM: Row(
         "an LLVM build record (record.json, or its directory)",
         inspect=lambda path, args: inspect_record(path),
+        stale=("the build record of {} does not match",
+               "rebuild the variant (`hermetic build llvm --force`), or find out who changed the record or the tree"),
         attest=Unsupported("its SBOM and provenance are those of the image written from it",
                            "write the image (`hermetic image llvm`), then `hermetic attest LAYOUT --record PATH`"),
         signatures=Unsupported("hermetic signs the image written from a build record, not the record",
@@ -130,6 +135,7 @@ KINDS: dict[Kind, Row] = {
     Kind.IMAGE: Row(
         "an OCI image layout (one image, or an index of several platforms)",
         inspect=lambda path, args: inspect_layout(path, args.arch),
+        stale=_ATTESTATIONS_STALE,
         attest=_attest_image,
         signatures=lambda path, keys, threshold, settings: check_layout(path, keys, threshold, settings.arch),
         rebuild=_rebuild_image,
@@ -137,6 +143,7 @@ KINDS: dict[Kind, Row] = {
     Kind.WHEEL: Row(
         "a wheel (.whl, or its wheel-record.json)",
         inspect=lambda path, args: inspect_wheel(path),
+        stale=_ATTESTATIONS_STALE,
         attest=_attest_wheel,
         signatures=lambda path, keys, threshold, settings: check_wheel(path, keys),
         rebuild=_rebuild_wheel,
@@ -144,6 +151,7 @@ KINDS: dict[Kind, Row] = {
     Kind.BUNDLE: Row(
         "a bundle (a layout written by `hermetic bundle`)",
         inspect=lambda path, args: inspect_bundle(path),
+        stale=_ATTESTATIONS_STALE,
         attest=Unsupported(f"{_BUNDLE_HOLDS}: there is no build for an SBOM or provenance to describe",
                            "sign it instead (`hermetic bundle --sign-key KEY --identity REF`), "
                            "and attest what is built from it"),
@@ -184,7 +192,7 @@ def cmd_inspect(args: Args, settings: Settings) -> int:
             found = Artifact(layout_kind(src.path), src.path)
     if found is not None:
         report = cell(found, "inspect", "inspect")(found.path, args)
-    else:
+    else:  # an image in a registry
         report = inspect_ref(args.target, args.insecure, args.arch, settings.quiet, ca_file=args.ca, environ=os.environ)
     if args.json:
         out_json(report, sort_keys=True)
@@ -192,17 +200,8 @@ def cmd_inspect(args: Args, settings: Settings) -> int:
         out(render(report))
     bad = mismatches(report)
     if bad:
-        if report["artifact"].get("kind") == "llvm-install-tree":
-            raise VerifyError(
-                f"the build record of {report['artifact']['name']} does not match",
-                "; ".join(bad),
-                "rebuild the variant (`hermetic build llvm --force`), or find out who changed the record or the tree",
-            )
-        raise VerifyError(
-            f"the attestations of {report['artifact']['name']} do not match it",
-            "; ".join(bad),
-            "attest the artifact again (`hermetic attest`), or find out who changed it",
-        )
+        what, fix = KINDS[found.kind if found is not None else Kind.IMAGE].stale
+        raise VerifyError(what.format(report["artifact"]["name"]), "; ".join(bad), fix)
     return 0
 
 

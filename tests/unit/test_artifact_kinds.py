@@ -19,6 +19,7 @@ from hermetic.cli.artifacts import KINDS, Row, Unsupported
 from hermetic.core.errors import ExitCode, UsageError
 from hermetic.model.artifacts import Artifact, Kind, detect
 from hermetic.oci.index import merge_layouts
+from hermetic.verify.report import Report
 from schemas.examples import fake_image, fake_llvm_build, fake_wheel
 
 pytestmark = pytest.mark.unit
@@ -177,3 +178,47 @@ def test_a_build_record_is_inspected_and_verified_but_not_attested_or_signature_
     assert rc == ExitCode.USAGE and "it is an LLVM build record" in err and "hermetic image llvm" in err
     rc, _, err = run("verify", "--key", str(pub), str(rec))
     assert rc == ExitCode.USAGE and f"cannot check the signatures of {rec}" in err
+
+
+def test_each_command_reaches_the_cell_of_the_detected_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cell replaced by one that records (kind, action): each path reaches its own kind's row, no other."""
+    from hermetic.attest import signing
+    from hermetic.cli import artifacts
+    from hermetic.verify.report import Comparison
+
+    calls: list[tuple[Kind, str, Path]] = []
+
+    def row(kind: Kind) -> Row:
+        def report(path: Path, *_: object) -> dict[str, object]:
+            calls.append((kind, "inspect", path))
+            return {"artifact": {"kind": kind.value, "name": "n", "location": "l", "digest": "d"},
+                    "built_from": {}, "attestations": {}}
+
+        def rebuild(path: Path, rep: Report, *_: object) -> None:
+            calls.append((kind, "rebuild", path))
+            rep.comparisons.append(Comparison("x", "sha256:1", "sha256:1"))
+
+        return Row(kind.value, report, ("", ""), lambda path, *_: calls.append((kind, "attest", path)),
+                   lambda path, *_: calls.append((kind, "signatures", path)) or [], rebuild)
+
+    monkeypatch.setattr(artifacts, "KINDS", {kind: row(kind) for kind in Kind})
+    rec = fake_llvm_build(tmp_path / "w")
+    paths = {Kind.LLVM: (rec.parent, rec), Kind.IMAGE: (fake_image(rec, tmp_path / "image"),) * 2,
+             Kind.WHEEL: (fake_wheel(tmp_path / "dist"),) * 2, Kind.BUNDLE: (write_bundle(tmp_path),) * 2}
+    _, pub = signing.generate(tmp_path / "k")
+    for kind, (given, read) in paths.items():
+        calls.clear()
+        for argv in (("inspect", str(given)), ("attest", str(given)), ("verify", "--key", str(pub), str(given)),
+                     ("verify", str(given), "--rebuild-dir", str(tmp_path / "rebuilt"))):
+            rc, _, err = run(*argv)
+            assert rc == 0, (kind, argv, err)
+        assert calls == [(kind, action, read) for action in ACTIONS], kind
+
+
+def test_a_wheel_without_its_record_is_named_by_every_command(tmp_path: Path) -> None:
+    wheel = tmp_path / "x-1-py3-none-any.whl"
+    wheel.write_bytes(b"not even a zip")
+    assert found(wheel) == Artifact(Kind.WHEEL, wheel)  # by its name: its record says the rest
+    for argv in (("inspect", str(wheel)), ("attest", str(wheel)), ("verify", str(wheel))):
+        rc, _, err = run(*argv, "--work-dir", str(tmp_path / "w"))
+        assert rc == ExitCode.USAGE and "no wheel-record.json beside" in err, (argv, err)

@@ -19,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from hermetic import __version__
-from hermetic.cli import attest, build, bundle, inspect, intoto, oci, sign, toolchain, verify, wheel
+from hermetic.cli import artifacts, build, bundle, intoto, oci, sign, toolchain, wheel
 from hermetic.cli.common import common_parsers
 from hermetic.cli.guide import START_HERE
 from hermetic.core.errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
@@ -28,8 +28,9 @@ from hermetic.model.settings import resolve
 if TYPE_CHECKING:
     from hermetic.cli.common import Handler
 
-# Each group has `register(subparsers, common)`; the order is the order of `hermetic --help`.
-_GROUPS = (build, toolchain, oci, wheel, bundle, verify, attest, sign, intoto, inspect)
+# Each group's `register(subparsers, common)`, in the order of `hermetic --help`.
+_GROUPS = (build.register, toolchain.register, oci.register, wheel.register, bundle.register, artifacts.register_verify,
+           artifacts.register_attest, sign.register, intoto.register, artifacts.register_inspect)
 
 _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "llvm_recipe", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
                  "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
@@ -37,7 +38,7 @@ _SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "ll
 # Options whose argparse dest differs from the setting's name (common.py says why).
 _DESTS = {"arch": "target_arch"}
 # Commands whose output is a read-only listing: a reader that stops early (`| head`) is no failure of theirs.
-_LISTINGS: frozenset[Handler] = frozenset({build.cmd_variants, toolchain.cmd_list, inspect.cmd_inspect})
+_LISTINGS: frozenset[Handler] = frozenset({build.cmd_variants, toolchain.cmd_list, artifacts.cmd_inspect})
 # A job whose result lines could not be written: the exit status of a command killed by SIGPIPE.
 OUTPUT_LOST = 128 + signal.SIGPIPE
 _INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -136,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hermetic {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in _GROUPS:
-        group.register(sub, common)
+    for register in _GROUPS:
+        register(sub, common)
     return parser
 
 

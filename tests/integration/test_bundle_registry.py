@@ -42,10 +42,17 @@ def test_bundle_push_and_pull_by_reference(registry: Any, tmp_path: Path) -> Non
     ref = f"{registry.host}/bundles/small:1"
     pushed = hermetic("push", str(local.layout.path), ref, "--insecure", "--quiet").stdout
     assert local.manifest.digest in pushed
-    got = bundle_format.open_layout(_pull(ref, tmp_path / "pulled", True, True))
+    pulled = _pull(ref, tmp_path / "pulled", True, True)
+    got = bundle_format.open_layout(pulled)
     assert got.manifest.digest == local.manifest.digest and got.entries == local.entries
     bundle_format.feed(got, tmp_path / "root", tmp_path / "fed", lambda m: None)
     assert (tmp_path / "fed" / "wheelhouse" / "a.whl").read_bytes() == b"w"
+    # inspect tells a bundle from an image: by reference it says how to look, pulled it lists the inputs
+    remote = hermetic("inspect", ref, "--insecure", check=False)
+    assert remote.returncode == 2 and "is a hermetic bundle, not an image" in remote.stderr
+    assert "--layout DIR" in remote.stderr and "Traceback" not in remote.stderr
+    shown = json.loads(hermetic("inspect", str(pulled), "--json").stdout)
+    assert shown["artifact"]["kind"] == "bundle" and shown["artifact"]["digest"] == local.manifest.digest
 
 
 def test_the_tiny_recipe_rebuilt_from_its_bundle_alone(

@@ -125,8 +125,8 @@ def test_a_signed_bundle_verifies_by_key(tmp_path: Path) -> None:
     assert key is not None
     a, b = (signing.load_verify_key(pub) for _, pub in pairs)
     with pytest.raises(UnsignedError):
-        signature_check.check_layout(path, [a])
+        signature_check.check_bundle(path, [a])
     image_signatures.sign_layout(Layout(path), key, "reg.example/bundles/support:1")
-    assert signature_check.check_layout(path, [a])[0].what == "bundle"
+    assert signature_check.check_bundle(path, [a])[0].what == "bundle"
     with pytest.raises(UntrustedKeyError):
-        signature_check.check_layout(path, [b])
+        signature_check.check_bundle(path, [b])

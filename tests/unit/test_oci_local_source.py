@@ -157,7 +157,7 @@ def test_cli_pull_and_inspect_a_local_layout(tmp_path: Path) -> None:
 
 
 def test_verify_names_a_local_layout_as_pull_does(tmp_path: Path) -> None:
-    from hermetic.cli.verify import _artifact
+    from hermetic.cli.artifacts import _artifact
 
     layout = named_layout(tmp_path / "lay")
     assert _artifact(f"oci:{layout.path}") == layout.path

@@ -27,6 +27,7 @@ from hermetic.core import times
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import recipe, record, requirements
+from hermetic.model.artifacts import WHEEL_RECORD
 from hermetic.oci import referrers
 from hermetic.oci.layout import Layout, pick_root, select_manifest
 from hermetic.oci.types import Descriptor
@@ -34,7 +35,6 @@ from hermetic.oci.types import Descriptor
 if TYPE_CHECKING:
     from hermetic.model.settings import Settings
 
-WHEEL_RECORD = "wheel-record.json"
 SBOM_SUFFIX = ".cdx.json"
 PROVENANCE_SUFFIX = ".intoto.json"
 KIND_SBOM = "sbom"
@@ -408,7 +408,3 @@ def attest_wheel(
         tmp.write_bytes(data)
         os.replace(tmp, p)
     return sbom_path, prov_path
-
-
-def is_layout(path: Path) -> bool:
-    return (path / "oci-layout").is_file()

@@ -2,7 +2,8 @@
 
 Works on an OCI image layout, an image in a registry (REGISTRY/REPO[:TAG]),
 a wheel (with its wheel-record.json and sidecar attestations) and an LLVM
-build record. Every attestation found is checked against the artifact's
+build record; a bundle is listed with its inputs and its signature status.
+Every attestation found is checked against the artifact's
 digest and against what the artifact itself says (image labels, wheel
 record); a present attestation that does not match exits with the verify
 code, a missing one is reported as missing.
@@ -22,6 +23,7 @@ from hermetic.attest import provenance, sbom
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import record
+from hermetic.model.artifacts import is_bundle_manifest
 from hermetic.oci import referrers, referrers_registry
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import INDEX_TYPES, MANIFEST_TYPES, Descriptor, host_arch, parse_json, sha256_digest
@@ -225,6 +227,34 @@ def inspect_layout(path: Path, arch: str | None = None) -> dict[str, Any]:
     return image_report(facts, referrers.referrers(layout), str(path.absolute()), f"{path}/{referrers.REFERRERS_FILE}")
 
 
+def inspect_bundle(path: Path) -> dict[str, Any]:
+    """A bundle: its inputs (every blob checked against its digest) and the plan it was made for; nothing built."""
+    from hermetic.oci.bundle import open_layout
+
+    opened = open_layout(path)
+    plan = next((e for e in opened.entries if e.role == "plan"), None)
+    doc = parse_json(opened.layout.blob_path("sha256:" + plan.sha256).read_bytes(), f"the plan of {path}",
+                     "bundle again") if plan else {}
+    shown = doc if isinstance(doc, dict) else {}
+    return {
+        "artifact": {
+            "kind": "bundle",
+            "name": opened.name,
+            "location": str(path.absolute()),
+            "digest": opened.manifest.digest,
+            "inputs": [{"role": e.role, "name": e.name, "sha256": e.sha256, "size": e.size} for e in opened.entries],
+        },
+        "builds": {
+            "recipe": {"path": opened.llvm_recipe, "version": opened.llvm_version, "digest": opened.recipe_digest},
+            "variant": shown.get("variant", ""),
+            "arch": shown.get("arch", ""),
+            "steps": len(shown.get("steps") or []),
+        },
+        "attestations": {"none": "a bundle holds the inputs of a build, not a build: its signature covers them all"},
+        "signatures": image_signing_status(referrers.referrers(opened.layout), opened.manifest.digest),
+    }
+
+
 def inspect_ref(
     text: str, insecure: bool, arch: str | None, quiet: bool, ca_file: str | None = None,
     environ: Mapping[str, str] | None = None,
@@ -258,6 +288,9 @@ def inspect_ref(
         doc = parse_json(body, f"manifest of {ref}")
         if not isinstance(doc, dict):
             raise VerifyError(f"manifest of {ref} is not a JSON object", "", "the registry serves damaged data")
+        if is_bundle_manifest(doc):
+            raise UsageError(f"{ref} is a hermetic bundle, not an image", "a bundle is inspected from its layout",
+                             f"pull it (`hermetic pull {ref} --layout DIR`), then `hermetic inspect DIR`")
         manifest = Descriptor(media_type, digest, len(body))
         with tempfile.TemporaryDirectory(prefix="hermetic-inspect-") as tmp:
             layout = Layout(Path(tmp))
@@ -405,19 +438,23 @@ def render(report: Mapping[str, Any]) -> str:
             lines.append(f"  {key:<9} {a[key]}")
     for layer in a.get("layers") or []:
         lines.append(f"  layer     {layer['digest']} ({layer['size'] / 1e6:.1f} MB, {layer['mediaType']})")
+    for e in a.get("inputs") or []:
+        lines.append(f"  input     {e['role']:<12} {e['name']} ({e['size'] / 1e6:.1f} MB, sha256:{e['sha256'][:16]}…)")
     if a.get("kind") == "llvm-install-tree":
         lines += _tree_lines(a)
     elif "record_matches" in a and a["record_matches"] is not None:
         verdict = "matches" if a["record_matches"] else "DOES NOT MATCH"
         lines.append(f"  record    {verdict} ({a['record']})")
-    lines.append("built from:")
-    for k, v in report["built_from"].items():
+    # a bundle builds from what it holds; every other artifact was built from something
+    title, part = ("builds:", report["builds"]) if "builds" in report else ("built from:", report["built_from"])
+    lines.append(title)
+    for k, v in part.items():
         if k == "provenance":
             continue
         items = v if isinstance(v, list) else [v]
         for i, item in enumerate(items or ["-"]):
             lines.append(f"  {k if i == 0 else '':<18} {_flat(item)}")
-    prov = report["built_from"].get("provenance")
+    prov = part.get("provenance")
     if prov:
         lines.append(f"  {'built':<18} {prov.get('startedOn')} .. {prov.get('finishedOn')} by {prov.get('builder')}")
         off = prov.get("offline") or {}

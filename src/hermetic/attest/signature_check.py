@@ -23,7 +23,7 @@ from hermetic.attest.signing import check_image_signatures, dsse_open
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SignatureError, UnsignedError, VerifyError
 from hermetic.oci import referrers
-from hermetic.oci.bundle import is_bundle
+from hermetic.oci.bundle import open_layout
 from hermetic.oci.layout import Layout, pick_root
 
 if TYPE_CHECKING:
@@ -86,8 +86,6 @@ def _documents(
 
 def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> list[Checked]:
     """A bundle: its manifest's signature (every blob was checked against the manifest by open_layout)."""
-    from hermetic.oci.bundle import open_layout
-
     opened = open_layout(path)
     digest = opened.manifest.digest
     good = check_image_signatures(image_signatures.in_layout(opened.layout, digest), digest, keys, opened.name, threshold)
@@ -98,8 +96,6 @@ def check_bundle(path: Path, keys: Sequence[VerifyKey], threshold: int = 0) -> l
 def check_layout(path: Path, keys: Sequence[VerifyKey], threshold: int = 0, arch: str | None = None) -> list[Checked]:
     layout = Layout(path)
     layout.verify()
-    if is_bundle(layout):
-        return check_bundle(path, keys, threshold)
     facts, _ = attest.image_facts(layout, arch)
     root = pick_root(layout)
     good = check_image_signatures(image_signatures.in_layout(layout, root.digest), root.digest, keys, facts.name, threshold)

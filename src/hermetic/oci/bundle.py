@@ -23,13 +23,14 @@ from hermetic.core.digests import file_sha256
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.fetch import cache
 from hermetic.model import recipe
+from hermetic.model.artifacts import BUNDLE_ARTIFACT_TYPE, Kind, is_bundle_manifest, layout_kind
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import MT_MANIFEST, REF_NAME, Descriptor, canonical_json, sha256_digest
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
 
-ARTIFACT_TYPE = "application/vnd.hermetic.bundle.v1"
+ARTIFACT_TYPE = BUNDLE_ARTIFACT_TYPE
 MT_INDEX = "application/vnd.hermetic.bundle.index.v1+json"
 MT_FILE = "application/vnd.hermetic.bundle.file.v1"
 MT_ROOT = "application/vnd.hermetic.bundle.root.v1.tar"
@@ -114,7 +115,7 @@ def open_layout(path: Path) -> Opened:
         raise UsageError(f"{path} is not a hermetic bundle", f"it has {len(roots)} manifests", "pass a bundle layout")
     layout.verify(roots[0])
     manifest = layout.read_json(roots[0])
-    if manifest.get("artifactType") != ARTIFACT_TYPE:
+    if not is_bundle_manifest(manifest):
         raise UsageError(f"{path} is not a hermetic bundle", f"its artifactType is {manifest.get('artifactType')!r}",
                          "pass a layout written by `hermetic bundle`")
     index = layout.read_json(Descriptor.from_json(manifest["config"], roots[0].digest))
@@ -134,9 +135,8 @@ def open_layout(path: Path) -> Opened:
 
 
 def is_bundle(layout: Layout) -> bool:
-    roots = layout.index()
-    return len(roots) == 1 and roots[0].media_type == MT_MANIFEST and \
-        layout.read_json(roots[0]).get("artifactType") == ARTIFACT_TYPE
+    """Told as every command tells it (model/artifacts.py); the blobs are checked by whoever reads them."""
+    return layout_kind(layout.path) is Kind.BUNDLE
 
 
 def _unsafe(rel: str) -> bool:

@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ __all__ = ["DIFF_LINES", "SHOWN_FILES", "Comparison", "Mismatch", "Report", "ver
 if TYPE_CHECKING:
     from hermetic.build.wheel import Interpreter
     from hermetic.core.log import Log
+    from hermetic.model.artifacts import Artifact
     from hermetic.model.settings import Settings
 
 # -- conditions of the rebuild -------------------------------------------------------------------------------
@@ -543,48 +544,23 @@ def _mismatch(report: Report, settings: Settings, old: Path, new: Path, log: Log
 # -- entry point ---------------------------------------------------------------------------------------------
 
 
-def kind_of(path: Path) -> tuple[str, Path]:
-    if attest.is_layout(path):
-        return "image", path
-    if path.suffix == ".whl" or path.name == attest.WHEEL_RECORD or (path / attest.WHEEL_RECORD).is_file():
-        return "wheel", path
-    if path.is_dir() and (path / "record.json").is_file():
-        return "llvm", path / "record.json"
-    if path.is_file() and path.suffix == ".json":
-        return "llvm", path
-    raise UsageError(
-        f"cannot verify {path}",
-        "hermetic verifies LLVM build records (record.json), OCI image layouts and wheels (with wheel-record.json)",
-        "pass one of those",
-    )
-
-
 def verify(
     settings: Settings,
-    artifact: Path,
+    artifact: Artifact,
+    rebuild: Callable[[Report, Log], None],
     *,
-    record_path: Path | None = None,
     rebuild_dir: Path | None = None,
     keep: bool = False,
-    reuse_pruned: bool = False,
-    from_release: bool = False,
-    arch: str | None = None,
     log: Log | None = None,
 ) -> Report:
-    """Rebuild and compare; returns the report on a match, raises VerifyError (with `.report`) on a mismatch."""
+    """Rebuild and compare with the kind's `rebuild` (verify_llvm, verify_image, verify_wheel, as the caller's
+    table says); returns the report on a match, raises VerifyError (with `.report`) on a mismatch."""
     log = log or stderr_log()
-    kind, path = kind_of(artifact)
-    if not path.exists():
-        raise UsageError(f"{path} does not exist", "", "")
-    report = Report(str(path), kind, (rebuild_dir or default_rebuild_dir(settings, kind)).absolute())
+    kind = artifact.kind.value
+    report = Report(str(artifact.path), kind, (rebuild_dir or default_rebuild_dir(settings, kind)).absolute())
     started = time.monotonic()
     try:
-        if kind == "llvm":
-            verify_llvm(settings, path, report, reuse_pruned, log, from_release)
-        elif kind == "image":
-            verify_image(settings, path, report, record_path, reuse_pruned, arch, log, from_release)
-        else:
-            verify_wheel(settings, path, report, log)
+        rebuild(report, log)
     except HermeticError as exc:
         report.seconds = time.monotonic() - started
         if isinstance(exc, Mismatch):

@@ -18,7 +18,7 @@ from helpers import ROOT, hermetic
 from hermetic.attest import attach as attest
 from hermetic.attest.signing import load_verify_key
 from hermetic.model import recipe
-from hermetic.model.settings import resolve
+from hermetic.model.options import resolve
 from hermetic.oci.image import spec_from_record, write_image
 from schemas.examples import fake_image, fake_llvm_build
 

@@ -155,7 +155,8 @@ class Table:
     def cli_values(self, parsed: Mapping[str, Any]) -> dict[str, Any]:
         """The settings given on the command line, from argparse's values (those not given are absent)."""
         got = {r.name: parsed[r.destination] for r in self.rows if r.destination in parsed}
-        return got | {r.negation_dest: parsed[r.negation_dest] for r in self.rows if r.negation and r.negation_dest in parsed}
+        negated = [r.negation_dest for r in self.rows if r.negation]
+        return got | {dest: parsed[dest] for dest in negated if dest in parsed}
 
     def values(self, cli: Mapping[str, Any], environ: Mapping[str, str], cwd: Path) -> dict[str, Any]:
         """Each setting's value by its Settings field; `cli` holds only the options the user actually gave."""
@@ -228,54 +229,59 @@ OPTIONS = Table((
     Row("root", "checkout", ("--root",), "hermetic checkout holding recipes/ and toolchain/", "common", _root,
         "the nearest directory above holding recipes/llvm"),
     Row("cache_dir", "source cache", ("--cache",), "source cache", "common", _cache_dir,
-        "$XDG_CACHE_HOME/hermetic, else ~/.cache/hermetic", env="HERMETIC_CACHE", key="cache_dir",
-        directory=True),
-    Row("work_dir", "work directory", ("--work-dir",), "where builds happen", "common", _work_dir, "build/ in the checkout",
-        env="HERMETIC_WORK_DIR", key="work_dir", directory=True),
-    Row("quiet", "progress output off", ("-q", "--quiet"), "no progress output", "common", _switch("quiet", False), "off",
-        env="HERMETIC_QUIET", key="quiet", kind=K.ON),
+        "$XDG_CACHE_HOME/hermetic, else ~/.cache/hermetic", env="HERMETIC_CACHE", key="cache_dir", directory=True),
+    Row("work_dir", "work directory", ("--work-dir",), "where builds happen", "common", _work_dir,
+        "build/ in the checkout", env="HERMETIC_WORK_DIR", key="work_dir", directory=True),
+    Row("quiet", "progress output off", ("-q", "--quiet"), "no progress output", "common", _switch("quiet", False),
+        "off", env="HERMETIC_QUIET", key="quiet", kind=K.ON),
     Row("variant", "variant", ("--variant",), "recipe variant", "build", _plain(s.parse_text),
         "the recipe's default variant", env="HERMETIC_VARIANT", key="variant"),
     Row("llvm_version", "LLVM release", ("--llvm-version",), "LLVM release to build, one conandata.yml pins", "build",
         _plain(s.parse_stripped), "the recipe's default_version", env="HERMETIC_LLVM_VERSION", key="llvm_version"),
     Row("llvm_recipe", "recipe of the trees", ("--llvm-recipe",),
         "the recipe of the trees built: a name under recipes/ or a recipe directory", "build",
-        lambda value, origin: s.parse_recipe(value, origin.cwd), "llvm", env="HERMETIC_LLVM_RECIPE", key="llvm_recipe",
-        metavar="NAME|DIR"),
+        lambda value, origin: s.parse_recipe(value, origin.cwd), "llvm", env="HERMETIC_LLVM_RECIPE",
+        key="llvm_recipe", metavar="NAME|DIR"),
     Row("mirrors", "mirror directories", ("--mirror",), "directory holding source archives; repeatable", "build",
-        _plain(s.parse_mirrors), "none", env="HERMETIC_MIRRORS", env_form=f"DIR{os.pathsep}DIR", key="mirrors", kind=K.LIST),
+        _plain(s.parse_mirrors), "none", env="HERMETIC_MIRRORS", env_form=f"DIR{os.pathsep}DIR", key="mirrors",
+        kind=K.LIST),
     Row("offline", "network isolation", ("--offline",), "network isolation of build steps", "build",
         _plain(s.parse_offline), "auto", env="HERMETIC_OFFLINE", key="offline", choices=s.OFFLINE_MODES),
     Row("jobs", "parallel jobs", ("-j", "--jobs"), "parallel build jobs", "build", _plain(s.parse_jobs), "all cores",
         env="HERMETIC_JOBS", key="jobs", convert=int),
-    Row("use_apt", "fetch through apt", ("--no-apt",), "do not fetch through apt", "build", _switch("use_apt", True), "on",
-        env="HERMETIC_USE_APT", key="use_apt", kind=K.OFF),
+    Row("use_apt", "fetch through apt", ("--no-apt",), "do not fetch through apt", "build",
+        _switch("use_apt", True), "on", env="HERMETIC_USE_APT", key="use_apt", kind=K.OFF),
     Row("toolchain", "toolchain", ("--toolchain",), "pinned compiler: zig or host", "build", _plain(s.parse_text),
         "toolchains.yml's default, zig", env="HERMETIC_TOOLCHAIN", key="toolchain"),
     Row("glibc", "glibc floor (zig)", ("--glibc",), "glibc floor of the zig target, 2.NN", "build",
         _plain(s.parse_glibc), "the toolchain's (2.28)", env="HERMETIC_GLIBC", key="glibc"),
     # dest target_arch: image, pull, attest and inspect have an --arch of their own (a platform to pick, any name)
-    Row("arch", "architecture", ("--arch",), "architecture to build for, amd64 or arm64 (`all`: a list, amd64,arm64); "
-        "another than this machine's is cross-built with zig", "build", _plain(s.parse_arches), "this machine's",
+    Row("arch", "architecture", ("--arch",),
+        "architecture to build for, amd64 or arm64 (`all`: a list, amd64,arm64); another than this machine's is "
+        "cross-built with zig", "build", _plain(s.parse_arches), "this machine's",
         env="HERMETIC_ARCH", key="arch", field="arches", dest="target_arch"),
     Row("wheelhouse", "wheelhouse", ("--wheelhouse",), "the hash-pinned build requirements: CMake, Ninja, the wheel's",
         "build", _plain(s.parse_path), "CACHE/wheelhouse", env="HERMETIC_WHEELHOUSE", key="wheelhouse", metavar="DIR"),
-    Row("use_urls", "download from URLs", ("--no-urls",), "do not download from URLs", "build", _switch("use_urls", True),
-        "on", env="HERMETIC_USE_URLS", key="use_urls", kind=K.OFF),
-    Row("substitutes", "substitutes", ("--substitute",), "before building, pull a verified image with the same inputs "
-        "digest from this repository (http://REGISTRY/REPO for plain http); repeatable, tried in order", "substitution",
-        _plain(s.parse_substitutes), "none", env="HERMETIC_SUBSTITUTES", env_form="REPO,REPO", key="substitutes", kind=K.LIST,
-        metavar="REGISTRY/REPO", negation="--no-substitute", negation_help="build without asking any substitute"),
-    Row("compile_cache", "compile cache", ("--compile-cache",), "run the compiles through ccache with this remote "
-        "storage: redis+unix:/PATH/redis.sock or file:///DIR (redis://HOST:PORT only with --offline=off); never changes "
-        "a digest", "compile cache", _plain(s.parse_compile_cache_setting), "none", env="HERMETIC_COMPILE_CACHE",
-        key="compile_cache", metavar="URL", negation="--no-compile-cache", negation_help="compile without a shared cache"),
-    Row("distribute", "compile hosts", ("--distribute",), "spread the compiles over these distccd compile hosts, "
-        "HOST[:PORT][/SLOTS] separated by commas; each needs the identical pinned toolchain (`hermetic toolchain "
-        "compile-host`); the build reaches them and nothing else; never changes a digest", "distribution",
-        _plain(s.parse_distribute_setting), "none", env="HERMETIC_DISTRIBUTE", env_form="HOST,HOST", key="distribute", metavar="HOSTS",
-        negation="--no-distribute", negation_help="compile on this machine only"),
-    Row("sign_key", "signing key", ("--sign-key",), "ECDSA P-256 private key (PEM) to sign with; without one nothing is signed",
-        "signing", _plain(s.parse_path), "none", env="HERMETIC_SIGNING_KEY_FILE", key="sign_key",
-        metavar="FILE"),
+    Row("use_urls", "download from URLs", ("--no-urls",), "do not download from URLs", "build",
+        _switch("use_urls", True), "on", env="HERMETIC_USE_URLS", key="use_urls", kind=K.OFF),
+    Row("substitutes", "substitutes", ("--substitute",),
+        "before building, pull a verified image with the same inputs digest from this repository "
+        "(http://REGISTRY/REPO for plain http); repeatable, tried in order", "substitution",
+        _plain(s.parse_substitutes), "none", env="HERMETIC_SUBSTITUTES", env_form="REPO,REPO", key="substitutes",
+        kind=K.LIST, metavar="REGISTRY/REPO",
+        negation="--no-substitute", negation_help="build without asking any substitute"),
+    Row("compile_cache", "compile cache", ("--compile-cache",),
+        "run the compiles through ccache with this remote storage: redis+unix:/PATH/redis.sock or file:///DIR "
+        "(redis://HOST:PORT only with --offline=off); never changes a digest", "compile cache",
+        _plain(s.parse_compile_cache_setting), "none", env="HERMETIC_COMPILE_CACHE", key="compile_cache",
+        metavar="URL", negation="--no-compile-cache", negation_help="compile without a shared cache"),
+    Row("distribute", "compile hosts", ("--distribute",),
+        "spread the compiles over these distccd compile hosts, HOST[:PORT][/SLOTS] separated by commas; each needs "
+        "the identical pinned toolchain (`hermetic toolchain compile-host`); the build reaches them and nothing else; "
+        "never changes a digest", "distribution",
+        _plain(s.parse_distribute_setting), "none", env="HERMETIC_DISTRIBUTE", env_form="HOST,HOST", key="distribute",
+        metavar="HOSTS", negation="--no-distribute", negation_help="compile on this machine only"),
+    Row("sign_key", "signing key", ("--sign-key",),
+        "ECDSA P-256 private key (PEM) to sign with; without one nothing is signed", "signing",
+        _plain(s.parse_path), "none", env="HERMETIC_SIGNING_KEY_FILE", key="sign_key", metavar="FILE"),
 ))

@@ -35,7 +35,7 @@ from hermetic.build import wrappers
 from hermetic.core import platforms
 from hermetic.fetch import toolchain
 from hermetic.model import toolchains
-from hermetic.model.settings import resolve
+from hermetic.model.options import resolve
 
 
 def _os_name() -> str:

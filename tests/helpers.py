@@ -44,7 +44,7 @@ def run_hermetic(*args: str, cwd: Path, umask: int = 0o022, check: bool = True) 
 def resolve_in_project(tmp_path: Path, cli: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                        table: str = "") -> Settings:
     """Settings resolved in a fresh project under tmp_path: this checkout's recipes, `table` as its [tool.hermetic]."""
-    from hermetic.model.settings import resolve
+    from hermetic.model.options import resolve
 
     root = tmp_path / "proj"
     shutil.copytree(ROOT / "recipes", root / "recipes")

@@ -1,7 +1,8 @@
-"""Sphinx glue for hermetic's docs: checked citations of reports and repository paths, and the report plots."""
+"""Sphinx glue for hermetic's docs: checked citations of reports and repository paths, the report plots, the settings."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 from pathlib import Path
@@ -138,6 +139,72 @@ class CliGuide(SphinxDirective):
         return [*found, rows]
 
 
+def _cells(*cells: list[nodes.Node] | str) -> nodes.row:
+    row = nodes.row()
+    for cell in cells:
+        para = nodes.paragraph()
+        para += [nodes.Text(cell)] if isinstance(cell, str) else cell
+        row += nodes.entry("", para)
+    return row
+
+
+def _literals(*texts: str) -> list[nodes.Node]:
+    out: list[nodes.Node] = []
+    for i, text in enumerate(texts):
+        out += [nodes.Text(", ")] if i else []
+        out.append(nodes.literal(text, text))
+    return out
+
+
+def _takers(parser: argparse.ArgumentParser) -> dict[str, set[str]]:
+    """Every command (`build llvm`) with the dests of its options, read from the parser."""
+    found: dict[str, set[str]] = {}
+    todo = [parser]
+    while todo:
+        p = todo.pop()
+        groups = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        for a in groups:
+            todo.extend(dict.fromkeys(a.choices.values()))
+        if not groups:  # a command, not `hermetic` nor a group of commands (`build`)
+            found[p.prog.removeprefix(parser.prog + " ")] = {a.dest for a in p._actions if a.option_strings}
+    return found
+
+
+class OptionsTable(SphinxDirective):
+    """`options-table`: the settings as hermetic.model.options has them, a table per option group, with the commands
+    that take each group read from the parser."""
+
+    def run(self) -> list[nodes.Node]:
+        from hermetic.__main__ import build_parser
+        from hermetic.model.options import GROUPS, OPTIONS
+
+        self.env.note_dependency(str(ROOT / "src" / "hermetic" / "model" / "options.py"))
+        takers = _takers(build_parser())
+        out: list[nodes.Node] = []
+        for group, title in GROUPS.items():
+            rows = OPTIONS.group(group)
+            every = sorted(c for c, dests in takers.items() if all(r.destination in dests for r in rows))
+            note = nodes.paragraph()
+            note += [nodes.strong(text=title[:1].upper() + title[1:]), nodes.Text(", taken by ")]
+            note += _literals(*every) if len(every) < len(takers) else [nodes.Text("every command")]
+            table = nodes.table(classes=["options-table"])
+            tgroup = nodes.tgroup(cols=5)
+            table += tgroup
+            tgroup += [nodes.colspec(colwidth=w) for w in (3, 4, 4, 3, 4)]
+            tgroup += nodes.thead("", _cells("setting", "option", "environment", "[tool.hermetic]", "default"))
+            body = nodes.tbody()
+            for r in rows:
+                flags = _literals(*r.flags, *((r.negation,) if r.negation else ()))
+                more = sorted(c for c, dests in takers.items() if r.destination in dests and c not in every)
+                flags += [nodes.Text(" (also "), *_literals(*more), nodes.Text(")")] if more else []
+                env = _literals(r.env) if r.env else [nodes.Text("none")]
+                env += [nodes.Text(" as "), nodes.literal(r.env_form, r.env_form)] if r.env_form else []
+                body += _cells(r.title, flags, env, _literals(r.key) if r.key else "none", r.default)
+            tgroup += body
+            out += [note, table]
+        return out
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("report", _checked_path("reports/"))
     app.add_role("repo", _checked_path(""))
@@ -145,6 +212,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("json-excerpt", JsonExcerpt)
     app.add_directive("module-map", ModuleMap)
     app.add_directive("cli-guide", CliGuide)
+    app.add_directive("options-table", OptionsTable)
     # The argparse directive renders each subcommand's epilog as prose (`:noepilog:` reaches only the top
     # parser): the reference shows the examples once, as literal blocks, through cli-guide instead.
     from hermetic.cli import guide

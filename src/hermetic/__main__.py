@@ -23,7 +23,7 @@ from hermetic.cli import artifacts, build, bundle, intoto, oci, sign, toolchain,
 from hermetic.cli.common import common_parsers
 from hermetic.cli.guide import START_HERE
 from hermetic.core.errors import EnvironmentError_, HermeticError, UsageError, VerifyError, disk_full
-from hermetic.model.settings import resolve
+from hermetic.model.options import OPTIONS, resolve
 
 if TYPE_CHECKING:
     from hermetic.cli.common import Handler
@@ -32,11 +32,6 @@ if TYPE_CHECKING:
 _GROUPS = (build.register, toolchain.register, oci.register, wheel.register, bundle.register, artifacts.register_verify,
            artifacts.register_attest, sign.register, intoto.register, artifacts.register_inspect)
 
-_SETTING_KEYS = ("root", "cache_dir", "work_dir", "variant", "llvm_version", "llvm_recipe", "mirrors", "offline", "jobs", "quiet", "use_apt", "use_urls",
-                 "toolchain", "glibc", "wheelhouse", "arch", "substitutes", "no_substitute", "compile_cache",
-                 "no_compile_cache", "distribute", "no_distribute", "sign_key")
-# Options whose argparse dest differs from the setting's name (common.py says why).
-_DESTS = {"arch": "target_arch"}
 # Commands whose output is a read-only listing: a reader that stops early (`| head`) is no failure of theirs.
 _LISTINGS: frozenset[Handler] = frozenset({build.cmd_variants, toolchain.cmd_list, artifacts.cmd_inspect})
 # A job whose result lines could not be written: the exit status of a command killed by SIGPIPE.
@@ -183,7 +178,7 @@ def _run(argv: Sequence[str] | None) -> tuple[int, Handler | None]:
         print("usage: hermetic [options] COMMAND [ARGS]\n\n" + (parser.description or "") + "\n\n" + START_HERE
               + "\n\ncommands: " + ", ".join(_commands(parser)))
         return 2, None
-    cli_values = {k: getattr(args, _DESTS.get(k, k)) for k in _SETTING_KEYS if hasattr(args, _DESTS.get(k, k))}
+    cli_values = OPTIONS.cli_values(vars(args))
     _check_root(cli_values)
     settings = resolve(cli_values, os.environ, Path.cwd())
     if len(settings.arches) > 1 and not getattr(args, "multi_arch", False):

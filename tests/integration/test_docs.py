@@ -96,6 +96,17 @@ def test_every_command_and_option_is_in_the_reference(site: Path, module: str, p
     assert len(found) >= 5
 
 
+def test_the_settings_page_is_the_options_table(site: Path) -> None:
+    from hermetic.model.options import OPTIONS
+
+    text = text_of(site / "reference" / "settings.html").replace("\u2019", "'")  # Sphinx's smart quotes
+    missing = [f"{r.name}: {x}" for r in OPTIONS.rows
+               for x in (r.title, *r.flags, r.negation, r.env, r.env_form, r.key, r.default) if x and x not in text]
+    assert not missing, f"the settings page lacks: {missing}"
+    # each group says which commands take it, from the parser: `all` takes every group
+    assert text.count("taken by") == len({r.group for r in OPTIONS.rows})
+
+
 def test_the_plots_are_drawn_from_the_reports(site: Path) -> None:
     page = (site / "performance.html").read_text()
     plots = re.findall(r'<svg [^>]*class="report-plot".*?</svg>', page, flags=re.S)

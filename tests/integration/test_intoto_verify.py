@@ -17,7 +17,7 @@ from helpers import ROOT, hermetic, in_toto_verify, swap_in_tampered_image
 from hermetic.attest import attach as attest
 from hermetic.attest.signing import load_verify_key
 from hermetic.model import recipe
-from hermetic.model.settings import resolve
+from hermetic.model.options import resolve
 from schemas.examples import fake_image, fake_llvm_build
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from hermetic.model import record, toolchains
-from hermetic.model.settings import Settings, resolve
+from hermetic.model.options import resolve
+from hermetic.model.settings import Settings
 from hermetic.oci.image import spec_from_record, write_image
 
 ROOT = Path(__file__).resolve().parents[2]

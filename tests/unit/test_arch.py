@@ -18,7 +18,8 @@ from hermetic.build import llvm, testrun, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import BuildError, EnvironmentError_, UsageError
 from hermetic.model import recipe, record, toolchains
-from hermetic.model.settings import Settings, resolve
+from hermetic.model.options import resolve
+from hermetic.model.settings import Settings
 from hermetic.oci.image import spec_from_record
 from hermetic.plan import pipeline as plan
 from schemas.examples import fake_llvm_build

@@ -10,7 +10,7 @@ import pytest
 from helpers import ROOT, hermetic
 from hermetic.build import sandbox
 from hermetic.core.errors import ExitCode, OfflineError, SubprocessFailed
-from hermetic.model.settings import resolve
+from hermetic.model.options import resolve
 
 pytestmark = pytest.mark.unit
 

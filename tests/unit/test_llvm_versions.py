@@ -9,7 +9,7 @@ import pytest
 
 from hermetic.core.errors import RecipeError, UsageError
 from hermetic.fetch import sources
-from hermetic.model import recipe, settings
+from hermetic.model import options, recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit
@@ -77,13 +77,13 @@ def test_a_variant_naming_an_unpinned_release_is_refused(tmp_path: Path) -> None
 def test_llvm_version_from_flag_env_and_pyproject(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (tmp_path / "pyproject.toml").write_text('[tool.hermetic]\nllvm_version = "22.1.8"\n')
-    assert settings.resolve({}, {}, tmp_path).llvm_version == "22.1.8"
-    assert settings.resolve({}, {"HERMETIC_LLVM_VERSION": "19.1.7"}, tmp_path).llvm_version == "19.1.7"
-    flag = settings.resolve({"llvm_version": "19.1.7"}, {"HERMETIC_LLVM_VERSION": "22.1.8"}, tmp_path)
+    assert options.resolve({}, {}, tmp_path).llvm_version == "22.1.8"
+    assert options.resolve({}, {"HERMETIC_LLVM_VERSION": "19.1.7"}, tmp_path).llvm_version == "19.1.7"
+    flag = options.resolve({"llvm_version": "19.1.7"}, {"HERMETIC_LLVM_VERSION": "22.1.8"}, tmp_path)
     assert flag.llvm_version == "19.1.7"
     (tmp_path / "pyproject.toml").write_text("[tool.hermetic]\nllvm = 1\n")
     with pytest.raises(UsageError) as exc:
-        settings.resolve({}, {}, tmp_path)
+        options.resolve({}, {}, tmp_path)
     assert "llvm_version" in exc.value.fix
 
 

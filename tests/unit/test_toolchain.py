@@ -23,7 +23,7 @@ from hermetic.build import wrappers as zig_wrappers
 from hermetic.core.errors import SourceError, UsageError
 from hermetic.fetch import toolchain
 from hermetic.model import recipe, toolchains
-from hermetic.model.settings import resolve
+from hermetic.model.options import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.unit

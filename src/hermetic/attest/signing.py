@@ -38,7 +38,6 @@ from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 from hermetic import __version__
 from hermetic.core.errors import SignatureError, UnsignedError, UntrustedKeyError, UsageError
 
-KEY_FILE_ENV = "HERMETIC_SIGNING_KEY_FILE"  # read by settings.resolve, as --sign-key
 KEY_PASSWORD_ENV = "HERMETIC_SIGNING_KEY_PASSWORD"
 SCHEME = "ecdsa-sha2-nistp256"
 MT_SIMPLESIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"

@@ -13,11 +13,9 @@ from hermetic.build import llvm, wheel
 from hermetic.cli.common import (
     add_bundle,
     add_command,
-    add_compile_cache,
-    add_distribute,
     add_group,
+    add_options,
     add_sign_key,
-    add_substitute,
     out,
     out_json,
     overrides,
@@ -175,9 +173,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
     p.add_argument("--option", action="append", help="override a recipe option, KEY=VALUE; repeatable")
     p.add_argument("--keep-build", action="store_true", help="keep the build directory (Conan home) afterwards")
     p.add_argument("--force", action="store_true", help="rebuild even if an identical build is recorded")
-    add_substitute(p)
-    add_compile_cache(p)
-    add_distribute(p)
+    add_options(p, "substitution", "compile cache", "distribution")
     add_bundle(p)
     p.set_defaults(func=cmd_build_llvm)
 
@@ -188,9 +184,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
         subparsers, "all", "the main job: fetch, prune, build, image and wheel of the default variant", [common.build]
     )
     p.add_argument("--source", default="pruned", help="pruned (default), full, or a path to a (pruned) archive")
-    add_substitute(p)
-    add_compile_cache(p)
-    add_distribute(p)
+    add_options(p, "substitution", "compile cache", "distribution")
     add_bundle(p)
     add_sign_key(p, images=False)
     # --arch amd64,arm64: each architecture's job, then their images merged into one index.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hermetic.attest import signing, simple_signing
 from hermetic.cli import guide
 from hermetic.core.errors import RecipeError, UsageError
+from hermetic.model.options import GROUPS, OPTIONS, Kind, Option, Table
 from hermetic.model.settings import Settings
 from hermetic.oci.http import DEFAULT_MAX_DOCUMENT
 from hermetic.oci.types import Reference
@@ -36,73 +37,41 @@ class Common:
 
 
 def common_parsers() -> Common:
-    # SUPPRESS keeps options the user did not give out of the namespace, so env and pyproject can fill them.
-    s = argparse.SUPPRESS
     base = argparse.ArgumentParser(add_help=False)
-    g = base.add_argument_group("common options")
-    g.add_argument("--root", default=s, help="hermetic checkout holding recipes/ and toolchain/")
-    g.add_argument("--cache", dest="cache_dir", default=s, help="source cache (HERMETIC_CACHE; ~/.cache/hermetic)")
-    g.add_argument("--work-dir", dest="work_dir", default=s, help="where builds happen (HERMETIC_WORK_DIR; ./build)")
-    g.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress output")
+    add_options(base, "common")
     build = argparse.ArgumentParser(add_help=False, parents=[base])
-    g = build.add_argument_group("build options")
-    g.add_argument("--variant", default=s, help="recipe variant (HERMETIC_VARIANT; the recipe's default)")
-    g.add_argument("--llvm-version", dest="llvm_version", default=s,
-                   help="LLVM release to build, one conandata.yml pins (HERMETIC_LLVM_VERSION; the recipe's default_version)")
-    g.add_argument("--llvm-recipe", dest="llvm_recipe", default=s, metavar="NAME|DIR",
-                   help="the recipe of the trees built: a name under recipes/ or a recipe directory "
-                        "(HERMETIC_LLVM_RECIPE; llvm)")
-    g.add_argument("--mirror", dest="mirrors", action="append", default=s, help="directory holding source archives; repeatable")
-    g.add_argument("--offline", choices=("auto", "require", "off"), default=s, help="network isolation of build steps (auto)")
-    g.add_argument("-j", "--jobs", type=int, default=s, help="parallel build jobs (all cores)")
-    g.add_argument("--no-apt", dest="use_apt", action="store_false", default=s, help="do not fetch through apt")
-    g.add_argument("--toolchain", default=s, help="pinned compiler: zig (default) or host (HERMETIC_TOOLCHAIN)")
-    g.add_argument("--glibc", default=s, help="glibc floor of the zig target, 2.NN (HERMETIC_GLIBC; 2.28)")
-    # dest target_arch: image, pull, attest and inspect have an --arch of their own (a platform to pick, any name).
-    g.add_argument("--arch", dest="target_arch", default=s,
-                   help="architecture to build for, amd64 or arm64 (only `hermetic all` takes two, comma-separated: amd64,arm64); another than this machine's is cross-built with zig "
-                        "(HERMETIC_ARCH; this machine's)")
-    g.add_argument("--wheelhouse", metavar="DIR", default=s,
-                   help="the hash-pinned build requirements: CMake, Ninja, the wheel's (HERMETIC_WHEELHOUSE; CACHE/wheelhouse)")
-    g.add_argument("--no-urls", dest="use_urls", action="store_false", default=s, help="do not download from URLs")
+    add_options(build, "build")
     return Common(base, build)
 
 
-def add_substitute(parser: argparse.ArgumentParser) -> None:
-    """--substitute / --no-substitute: the commands that build an LLVM tree (`build llvm`, `all`)."""
-    g = parser.add_argument_group("substitution").add_mutually_exclusive_group()
-    g.add_argument(
-        "--substitute", dest="substitutes", action="append", default=argparse.SUPPRESS, metavar="REGISTRY/REPO",
-        help="before building, pull a verified image with the same inputs digest from this repository "
-             "(http://REGISTRY/REPO for plain http); repeatable, tried in order (HERMETIC_SUBSTITUTES)",
-    )
-    g.add_argument("--no-substitute", dest="no_substitute", action="store_true", default=argparse.SUPPRESS,
-                   help="build without asking any substitute, whatever HERMETIC_SUBSTITUTES or pyproject say")
+def add_options(parser: argparse.ArgumentParser, *groups: str, table: Table = OPTIONS) -> None:
+    """The options of these groups of the table, each group under its title."""
+    for group in groups:
+        g = parser.add_argument_group(GROUPS[group])
+        for row in table.group(group):
+            _add_row(g, row)
 
 
-def add_compile_cache(parser: argparse.ArgumentParser) -> None:
-    """--compile-cache / --no-compile-cache: the commands that build an LLVM tree (`build llvm`, `all`)."""
-    g = parser.add_argument_group("shared compile cache").add_mutually_exclusive_group()
-    g.add_argument(
-        "--compile-cache", dest="compile_cache", default=argparse.SUPPRESS, metavar="URL",
-        help="run the compiles through ccache with this remote storage: redis+unix:/PATH/redis.sock or file:///DIR "
-             "(redis://HOST:PORT only with --offline=off); never changes a digest (HERMETIC_COMPILE_CACHE)",
-    )
-    g.add_argument("--no-compile-cache", dest="no_compile_cache", action="store_true", default=argparse.SUPPRESS,
-                   help="compile without a shared cache, whatever HERMETIC_COMPILE_CACHE or pyproject say")
+def add_setting(parser: Any, name: str, help: str | None = None, table: Table = OPTIONS) -> None:
+    """One row's option alone (`image llvm --variant`), with a help of the command's own if given."""
+    _add_row(parser, table.row(name), help)
 
 
-def add_distribute(parser: argparse.ArgumentParser) -> None:
-    """--distribute / --no-distribute: the commands that build an LLVM tree (`build llvm`, `all`)."""
-    g = parser.add_argument_group("distributed compilation").add_mutually_exclusive_group()
-    g.add_argument(
-        "--distribute", dest="distribute", default=argparse.SUPPRESS, metavar="HOSTS",
-        help="spread the compiles over these distccd compile hosts, HOST[:PORT][/SLOTS] separated by commas; "
-             "each needs the identical pinned toolchain (`hermetic toolchain compile-host`); the build reaches "
-             "them and nothing else; never changes a digest (HERMETIC_DISTRIBUTE)",
-    )
-    g.add_argument("--no-distribute", dest="no_distribute", action="store_true", default=argparse.SUPPRESS,
-                   help="compile on this machine only, whatever HERMETIC_DISTRIBUTE or pyproject say")
+def _add_row(g: Any, row: Option, help: str | None = None) -> None:
+    # SUPPRESS keeps options the user did not give out of the namespace, so env and pyproject can fill them.
+    s = argparse.SUPPRESS
+    if row.negation:  # --substitute and --no-substitute: one or the other
+        g = g.add_mutually_exclusive_group()
+    text = row.help_text(help).replace("%", "%%")
+    if row.kind in (Kind.ON, Kind.OFF):
+        action = "store_true" if row.kind is Kind.ON else "store_false"
+        g.add_argument(*row.flags, dest=row.destination, action=action, default=s, help=text)
+    else:
+        g.add_argument(*row.flags, dest=row.destination, action="append" if row.kind is Kind.LIST else "store",
+                       default=s, metavar=row.metavar, choices=row.choices or None, type=row.convert, help=text)
+    if row.negation:
+        g.add_argument(row.negation, dest=row.negation_dest, action="store_true", default=s,
+                       help=row.negation_help_text().replace("%", "%%"))
 
 
 def add_command(
@@ -172,18 +141,16 @@ def signing_key(settings: Settings, required: bool = False) -> SigningKey | None
     key = signing.load_signing_key(settings.sign_key, os.environ.get(signing.KEY_PASSWORD_ENV))
     if key is None and required:
         raise UsageError(
-            "no signing key", f"neither --sign-key nor ${signing.KEY_FILE_ENV} is set",
+            "no signing key", f"neither --sign-key nor ${OPTIONS.row('sign_key').env} is set",
             "make one with `hermetic key generate PREFIX` and pass --sign-key PREFIX.key",
         )
     return key
 
 
 def add_sign_key(parser: argparse.ArgumentParser, images: bool = True) -> None:
-    g = parser.add_argument_group("signing")
-    g.add_argument(
-        "--sign-key", dest="sign_key", metavar="FILE", default=argparse.SUPPRESS,
-        help=f"ECDSA P-256 private key (PEM) to sign with (${signing.KEY_FILE_ENV}); without one nothing is signed",
-    )
+    g = parser.add_argument_group(GROUPS["signing"])
+    for row in OPTIONS.group("signing"):
+        _add_row(g, row)
     if not images:
         return
     g.add_argument(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hermetic.attest import intoto
 from hermetic.attest.attach import find_wheel
 from hermetic.attest.signing import load_verify_key
-from hermetic.cli.common import add_command, add_group, add_sign_key, out, say, signing_key
+from hermetic.cli.common import add_command, add_group, add_setting, add_sign_key, out, say, signing_key
 from hermetic.core.errors import UsageError
 from hermetic.model import record
 
@@ -62,8 +62,7 @@ def register(subparsers: Subparsers, common: Common) -> None:
                         "(wheel), attest, signed with --sign-key, and the final products beside them", [common.base])
     links.add_argument("dir", metavar="DIR", help="the evidence directory (new, or holding another builder's links)")
     links.add_argument("--record", required=True, help="the record.json of the LLVM build")
-    links.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
-                       help="the recipe the tree was built with (HERMETIC_LLVM_RECIPE; llvm)")
+    add_setting(links, "llvm_recipe", "the recipe the tree was built with")
     links.add_argument("--image", required=True, metavar="LAYOUT", help="the image layout written from it (attested)")
     links.add_argument("--wheel", help="a wheel built against that tree (.whl or its wheel-record.json)")
     links.add_argument("--links-only", action="store_true",

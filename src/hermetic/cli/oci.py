@@ -23,6 +23,7 @@ from hermetic.cli.common import (
     add_group,
     add_platform,
     add_registry_options,
+    add_setting,
     add_sign_key,
     gpg_sign,
     identity_of,
@@ -267,11 +268,9 @@ def register(subparsers: Subparsers, common: Common) -> None:
     image_sub = add_group(subparsers, "image", "write OCI image layouts", "image_command")
 
     llvm = add_command(image_sub, "llvm", "an OCI image layout of a built LLVM variant", [common.base])
-    llvm.add_argument("--variant", default=argparse.SUPPRESS, help="variant to package (default: the configured variant)")
-    llvm.add_argument("--llvm-version", dest="llvm_version", default=argparse.SUPPRESS,
-                      help="the release whose build to package (HERMETIC_LLVM_VERSION; the recipe's default)")
-    llvm.add_argument("--llvm-recipe", dest="llvm_recipe", default=argparse.SUPPRESS, metavar="NAME|DIR",
-                      help="the recipe whose build to package (HERMETIC_LLVM_RECIPE; llvm)")
+    add_setting(llvm, "variant", "variant to package")
+    add_setting(llvm, "llvm_version", "the release whose build to package")
+    add_setting(llvm, "llvm_recipe", "the recipe whose build to package")
     llvm.add_argument("--record", help="build record to package (default: WORK_DIR/<recipe>/VARIANT/record.json)")
     add_sign_key(llvm, images=False)
     llvm.add_argument("--output", help="layout directory (default: WORK_DIR/images/<image name>)")

@@ -1,8 +1,6 @@
-"""One typed settings model, resolved once at the edge.
+"""The settings' value types and the parsers that make them; model/options.py says where each value is read from.
 
-Precedence: command line > `HERMETIC_*` environment > `[tool.hermetic]` in the
-project's pyproject.toml > defaults. Nothing below the CLI reads os.environ or
-TOML for hermetic's own settings.
+Nothing below the CLI reads os.environ or TOML for hermetic's own settings.
 """
 
 from __future__ import annotations
@@ -12,8 +10,6 @@ import hashlib
 import json
 import os
 import re
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,42 +274,11 @@ class Settings:
         return self.root / "toolchain"
 
 
-def _pyproject_table(root: Path) -> Mapping[str, Any]:
-    path = root / "pyproject.toml"
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"cannot read {path}", str(exc), "fix the TOML syntax") from exc
-    table = data.get("tool", {}).get("hermetic", {})
-    return table if isinstance(table, dict) else {}
+# -- the parsers of the plain settings: the raw value of the first layer that gives one (None if none) -> the value
 
-
-_KEYS = {
-    "cache_dir": "CACHE",
-    "work_dir": "WORK_DIR",
-    "variant": "VARIANT",
-    "llvm_version": "LLVM_VERSION",
-    "llvm_recipe": "LLVM_RECIPE",
-    "mirrors": "MIRRORS",
-    "offline": "OFFLINE",
-    "jobs": "JOBS",
-    "quiet": "QUIET",
-    "use_apt": "USE_APT",
-    "use_urls": "USE_URLS",
-    "toolchain": "TOOLCHAIN",
-    "glibc": "GLIBC",
-    "wheelhouse": "WHEELHOUSE",
-    "arch": "ARCH",
-    "substitutes": "SUBSTITUTES",
-    "compile_cache": "COMPILE_CACHE",
-    "distribute": "DISTRIBUTE",
-    "sign_key": "SIGNING_KEY_FILE",
-}
-
-
-def _as_bool(name: str, value: Any) -> bool:
+def parse_bool(name: str, value: Any, default: bool) -> bool:
+    if value is None:
+        return default
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -324,98 +289,53 @@ def _as_bool(name: str, value: Any) -> bool:
     raise UsageError(f"invalid value for {name}: {value!r}", "expected a boolean", "use 1/0, true/false")
 
 
-def resolve(
-    cli: Mapping[str, Any],
-    environ: Mapping[str, str],
-    cwd: Path,
-) -> Settings:
-    """Merge the layers; `cli` holds only the options the user actually gave."""
-    root = Path(cli["root"]).resolve() if cli.get("root") else find_root(cwd.resolve())
-    table = _pyproject_table(root)
-    unknown = sorted(set(table) - set(_KEYS))
-    if unknown:
-        raise UsageError(
-            f"unknown keys in [tool.hermetic]: {', '.join(unknown)}",
-            "hermetic does not know these settings",
-            f"valid keys: {', '.join(sorted(_KEYS))}",
-        )
-    merged: dict[str, Any] = {}
-    for key, env in _KEYS.items():
-        if cli.get(key) is not None:
-            merged[key] = cli[key]
-        elif f"HERMETIC_{env}" in environ:
-            merged[key] = environ[f"HERMETIC_{env}"]
-        elif key in table:
-            merged[key] = table[key]
+def parse_text(value: Any) -> str | None:
+    """A name (variant, toolchain); empty means the default."""
+    return str(value) if value else None
 
-    home = Path(environ.get("HOME", str(Path.home())))
-    xdg = environ.get("XDG_CACHE_HOME")
-    cache = Path(merged.get("cache_dir") or (Path(xdg) / "hermetic" if xdg else home / ".cache" / "hermetic"))
-    work = Path(merged.get("work_dir") or root / "build")
 
-    for name, path in (("--work-dir (HERMETIC_WORK_DIR)", work), ("--cache (HERMETIC_CACHE)", cache)):
-        # Caught here, before a plan is made, rather than as ENOTDIR deep inside a step.
-        if path.expanduser().exists() and not path.expanduser().is_dir():
-            raise UsageError(f"{name} {path} is not a directory", "it exists as a file", "point it at a directory")
+def parse_stripped(value: Any) -> str | None:
+    return str(value).strip() if value else None
 
-    mirrors_raw = merged.get("mirrors", ())
-    if isinstance(mirrors_raw, str):
-        mirrors_raw = [m for m in mirrors_raw.split(os.pathsep) if m]
-    mirrors = tuple(Path(m).expanduser().resolve() for m in mirrors_raw)
 
-    offline = str(merged.get("offline", "auto"))
+def parse_path(value: Any) -> Path | None:
+    """A file or directory made absolute; empty means none."""
+    return Path(str(value)).expanduser().resolve() if value else None
+
+
+def parse_mirrors(value: Any) -> tuple[Path, ...]:
+    """A list (CLI, TOML) or an os.pathsep-separated string (HERMETIC_MIRRORS)."""
+    items = value or ()
+    if isinstance(items, str):
+        items = [m for m in items.split(os.pathsep) if m]
+    return tuple(Path(m).expanduser().resolve() for m in items)
+
+
+def parse_offline(value: Any) -> str:
+    offline = "auto" if value is None else str(value)
     if offline not in OFFLINE_MODES:
-        raise UsageError(
-            f"invalid offline mode {offline!r}", "", f"use one of: {', '.join(OFFLINE_MODES)}"
-        )
+        raise UsageError(f"invalid offline mode {offline!r}", "", f"use one of: {', '.join(OFFLINE_MODES)}")
+    return offline
+
+
+def parse_jobs(value: Any) -> int:
     try:
-        jobs = int(merged.get("jobs", os.cpu_count() or 1))
+        jobs = int((os.cpu_count() or 1) if value is None else value)
     except ValueError as exc:
-        raise UsageError(f"invalid job count {merged.get('jobs')!r}", "", "give a positive integer") from exc
+        raise UsageError(f"invalid job count {value!r}", "", "give a positive integer") from exc
     if jobs < 1:
         raise UsageError(f"invalid job count {jobs}", "", "give a positive integer")
+    return jobs
 
-    glibc = str(merged["glibc"]).strip() if merged.get("glibc") else None
+
+def parse_glibc(value: Any) -> str | None:
+    glibc = str(value).strip() if value else None
     if glibc is not None and not _GLIBC.match(glibc):
         raise UsageError(f"invalid glibc floor {glibc!r}", "expected 2.NN", "e.g. --glibc 2.28 (or 2.17)")
-
-    arches = _arches(merged.get("arch"))
-
-    if cli.get("no_substitute"):
-        # --no-substitute wins over HERMETIC_SUBSTITUTES and [tool.hermetic], as any flag does
-        substitutes: tuple[Substitute, ...] = ()
-    else:
-        substitutes = parse_substitutes(merged.get("substitutes", ()))
-    # --no-compile-cache wins over HERMETIC_COMPILE_CACHE and [tool.hermetic] the same way
-    compile_cache = None if cli.get("no_compile_cache") else parse_compile_cache_setting(merged.get("compile_cache"))
-    distribute = None if cli.get("no_distribute") else parse_distribute_setting(merged.get("distribute"))
-
-    return Settings(
-        root=root,
-        cache_dir=cache.expanduser().resolve(),
-        work_dir=work.expanduser().resolve(),
-        variant=str(merged["variant"]) if merged.get("variant") else None,
-        llvm_version=str(merged["llvm_version"]).strip() if merged.get("llvm_version") else None,
-        llvm_recipe=_recipe(merged.get("llvm_recipe"), cwd),
-        mirrors=mirrors,
-        offline=offline,
-        jobs=jobs,
-        quiet=_as_bool("quiet", merged.get("quiet", False)),
-        use_apt=_as_bool("use_apt", merged.get("use_apt", True)),
-        use_urls=_as_bool("use_urls", merged.get("use_urls", True)),
-        toolchain=str(merged["toolchain"]) if merged.get("toolchain") else None,
-        glibc=glibc,
-        wheelhouse=Path(str(merged["wheelhouse"])).expanduser().resolve() if merged.get("wheelhouse") else None,
-        arch=arches[0],
-        arches=arches,
-        substitutes=substitutes,
-        compile_cache=compile_cache,
-        distribute=distribute,
-        sign_key=Path(str(merged["sign_key"])).expanduser().resolve() if merged.get("sign_key") else None,
-    )
+    return glibc
 
 
-def _recipe(value: Any, cwd: Path) -> str | None:
+def parse_recipe(value: Any, cwd: Path) -> str | None:
     """A recipe name (recipes/NAME) as given; a path (anything with a `/`) made absolute."""
     if not value:
         return None
@@ -425,7 +345,7 @@ def _recipe(value: Any, cwd: Path) -> str | None:
     return str((cwd / Path(text).expanduser()).resolve())
 
 
-def _arches(value: Any) -> tuple[str, ...]:
+def parse_arches(value: Any) -> tuple[str, ...]:
     """`amd64`, `amd64,arm64` (or a TOML list) as OCI names, in order, each once; default this machine's.
 
     The OCI names, as images carry them; platforms.PLATFORMS maps them to zig's and Conan's.
@@ -443,6 +363,8 @@ def _arches(value: Any) -> tuple[str, ...]:
 
 def parse_substitutes(value: Any) -> tuple[Substitute, ...]:
     """A list (CLI, TOML) or a comma/space separated string (HERMETIC_SUBSTITUTES); duplicates dropped, order kept."""
+    if value is None:
+        return ()
     if isinstance(value, str):
         items = value.replace(",", " ").split()
     elif isinstance(value, (list, tuple)):

@@ -84,7 +84,8 @@ def test_the_flag_wins_over_the_environment_and_the_environment_over_pyproject(t
     assert (got["variant"], got["jobs"], got["offline"]) == ("triton", 5, "require")
 
 
-def test_the_help_names_the_variable_and_the_default_of_every_row() -> None:
+def test_the_help_names_the_variable_and_the_default_of_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per option: argparse wraps at hyphens too (cross-built)
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     text = " ".join(sub.choices["all"].format_help().split())

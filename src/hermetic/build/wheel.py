@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermetic.build import sandbox, wrappers
+from hermetic.build import sandbox
 from hermetic.build.buildenv import toolchain_versions as llvm_toolchain_versions
+from hermetic.build.env import BuildEnv, Compiler, prepare
 from hermetic.build.interpreter import (
     Interpreter,
     build_interpreter,
@@ -148,7 +149,7 @@ def _no_spaces(**paths: Path) -> None:
 def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: tuple[str, ...], log: Log, log_path: Path) -> tuple[Path, bool]:
     """The build venv for these requirements and this interpreter; returns (venv, reused)."""
     python = job.runner.executable
-    venv = settings.work_dir / "wheel" / "venv" / job.venv_key(python)
+    venv = _venv_dir(job, settings)
     marker = venv / "hermetic-venv.json"
     if marker.is_file():
         try:
@@ -324,26 +325,21 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     stage = base / "dist"
     log_path = base / "build.log"
     _no_spaces(work=base, project=job.project)
-    offline, prefix = sandbox.offline_policy(settings.offline)
     tc = job.toolchain
-    what = f"{job.sdist.pin.file} (sha256 {job.sdist.pin.sha256[:12]}…, {job.sdist.origin})" if job.sdist else str(job.project)
-    log(f"wheel: plan: {what} against LLVM {job.llvm.version} at {job.llvm.prefix} (recipe {job.recipe.name})")
-    log(f"wheel:   toolchain {tc.label}" + (" (the LLVM's, from its record)" if job.llvm_record else ""))
-    log(f"wheel:   python {job.python.version} ({job.python.executable}), SOURCE_DATE_EPOCH {job.epoch}")
-    if job.build_python is not None:
-        log(f"wheel:   cross-built for {job.python.arch} ({job.python.executable} under qemu-user, root {job.python.root}); "
-            f"build venv from {job.runner.executable} ({job.runner.version}, {job.runner.arch})")
-    log(f"wheel:   wheelhouse {job.wheelhouse} ({len(job.requirements.items)} pinned requirements)")
-    log(f"wheel:   offline: {offline.reason}")
+    # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
+    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log) if tc.kind == "zig" else None
+    compiler = Compiler(tc, zig_root, base / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache",
+                        drop_flags=job.recipe.zig_link.drop)
+    benv = prepare(compiler, epoch=job.epoch, offline=settings.offline, job_env={
+        "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+    }, work=base, log=log, maps=((src, f"src/{name}"), (build_dir, "build"), (_venv_dir(job, settings), "venv")))
+    _announce(job, benv.offline, log)
 
     base.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
-    base_env = sandbox.build_env(job.epoch, {
-        "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-    })
     t0 = time.monotonic()
-    venv, reused = ensure_venv(job, settings, base_env, prefix, log, log_path)
+    venv, reused = ensure_venv(job, settings, benv.base, benv.prefix, log, log_path)
     venv_s = time.monotonic() - t0
     log(f"wheel: build venv {'reused' if reused else 'created'}: {venv}")
 
@@ -356,63 +352,104 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         shutil.copytree(job.project, src, ignore=shutil.ignore_patterns(*job.recipe.exclude), symlinks=True)
     stage.mkdir()
 
-    maps = " ".join(
-        f"-ffile-prefix-map={p}=/hermetic/{n}" for p, n in ((src, f"src/{name}"), (build_dir, "build"), (venv, "venv"))
-    )
-    env = base_env | {
-        "PATH": f"{venv / 'bin'}{os.pathsep}{base_env['PATH']}",
+    benv.env = benv.layered({
+        "PATH": f"{venv / 'bin'}{os.pathsep}{benv.base['PATH']}",
         "VIRTUAL_ENV": str(venv),
-        "HERMETIC_PREFIX_MAPS": maps,
         "CMAKE_BUILD_PARALLEL_LEVEL": str(settings.jobs),
         "NINJA_STATUS": "[%f/%t] ",
-    } | dict(job.recipe.env) | _cross_env(job)
-    cmake_toolchain = job.toolchain_file
-    if tc.kind == "zig":
-        # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
-        zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
-        tc_dir = base / "toolchain"
-        shutil.rmtree(tc_dir, ignore_errors=True)
-        prepared = wrappers.prepare(tc, zig_root, tc_dir, settings.toolchain_dir, settings.work_dir / "zig-cache",
-                                     drop_flags=job.recipe.zig_link.drop)
-        bin_dir = Path(prepared.env["CC"]).parent
-        env |= prepared.env | {"AR": str(bin_dir / "ar"), "RANLIB": str(bin_dir / "ranlib")}
-        shim = None
-        found = multiarch_pyconfig(job.python, tc) if job.python.multiarch else None
-        if found is not None:
-            shim = tc_dir / "pyconfig"
-            (shim / found[0]).parent.mkdir(parents=True)
-            shutil.copyfile(found[1], shim / found[0])
-            log(f"wheel:   Debian's multiarch pyconfig.h: {found[1]} alone, through {shim}")
-        exports = _version_script(job.recipe.zig_link.exports, tc_dir / "exports.map")
-        cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake", shim, exports)
-        if job.recipe.cmake_args == "CMAKE_ARGS":
-            # setuptools compiles a project's own C extensions with CC and the interpreter's CFLAGS: the same
-            # prefix maps, and Debian's multiarch pyconfig.h through the shim, as CMake gets them
-            env["CFLAGS"] = " ".join([maps, *([f"-isystem {shim}"] if shim else [])])
+    } | dict(job.recipe.env) | _cross_env(job))
+    cmake_toolchain = _zig_files(job, benv, compiler.out, log) if tc.kind == "zig" else job.toolchain_file
+    argv = _pip_wheel(job, benv, venv, src, build_dir, stage, cmake_toolchain)
+    log(f"wheel: building {name} with {settings.jobs} jobs (log: {log_path})")
+    t0 = time.monotonic()
+    benv.run(argv, what=f"build the {name} wheel", cwd=base, log_path=log_path, quiet=settings.quiet, label=f"wheel {name}")
+    build_s = time.monotonic() - t0
+    built = sorted(stage.glob("*.whl"))
+    if len(built) != 1:
+        raise BuildError(f"pip wheel produced {len(built)} wheels", f"in {stage}: {[p.name for p in built]}", f"see {log_path}")
+
+    t0 = time.monotonic()
+    tagged = _tag(job, benv, built[0], venv, base, log_path)
+    repack_s = time.monotonic() - t0
+    timings = record.WheelTimings(
+        venv=round(venv_s, 1), venv_reused=reused, build=round(build_s, 1),
+        tag_and_repack=round(repack_s, 1), total=round(time.monotonic() - started, 1),
+    )
+    rec = _wheel_record(job, benv, name, tagged, timings, wall_started)
+    record.write_record(job.output / "wheel-record.json", rec)
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.rmtree(base / "repaired", ignore_errors=True)
+    log(f"wheel: {tagged.wheel} sha256 {rec.sha256} ({rec.timings_s.total:.0f}s)")
+    return rec
+
+
+def _venv_dir(job: WheelJob, settings: Settings) -> Path:
+    return settings.work_dir / "wheel" / "venv" / job.venv_key(job.runner.executable)
+
+
+def _announce(job: WheelJob, offline: sandbox.Offline, log: Log) -> None:
+    """The plan of the build, as the log's first lines."""
+    what = f"{job.sdist.pin.file} (sha256 {job.sdist.pin.sha256[:12]}…, {job.sdist.origin})" if job.sdist else str(job.project)
+    log(f"wheel: plan: {what} against LLVM {job.llvm.version} at {job.llvm.prefix} (recipe {job.recipe.name})")
+    log(f"wheel:   toolchain {job.toolchain.label}" + (" (the LLVM's, from its record)" if job.llvm_record else ""))
+    log(f"wheel:   python {job.python.version} ({job.python.executable}), SOURCE_DATE_EPOCH {job.epoch}")
+    if job.build_python is not None:
+        log(f"wheel:   cross-built for {job.python.arch} ({job.python.executable} under qemu-user, root {job.python.root}); "
+            f"build venv from {job.runner.executable} ({job.runner.version}, {job.runner.arch})")
+    log(f"wheel:   wheelhouse {job.wheelhouse} ({len(job.requirements.items)} pinned requirements)")
+    log(f"wheel:   offline: {offline.reason}")
+
+
+def _zig_files(job: WheelJob, benv: BuildEnv, tc_dir: Path, log: Log) -> Path:
+    """A zig build's archiver, Debian's multiarch pyconfig.h shim, export map and CMake toolchain file."""
+    bin_dir = Path(benv.prepared.env["CC"]).parent
+    benv.env |= {"AR": str(bin_dir / "ar"), "RANLIB": str(bin_dir / "ranlib")}
+    shim = None
+    found = multiarch_pyconfig(job.python, job.toolchain) if job.python.multiarch else None
+    if found is not None:
+        shim = tc_dir / "pyconfig"
+        (shim / found[0]).parent.mkdir(parents=True)
+        shutil.copyfile(found[1], shim / found[0])
+        log(f"wheel:   Debian's multiarch pyconfig.h: {found[1]} alone, through {shim}")
+    exports = _version_script(job.recipe.zig_link.exports, tc_dir / "exports.map")
+    cmake_toolchain = _zig_toolchain_file(job, tc_dir / "zig-tools.cmake", tc_dir / "wheel-toolchain.cmake", shim, exports)
+    if job.recipe.cmake_args == "CMAKE_ARGS":
+        # setuptools compiles a project's own C extensions with CC and the interpreter's CFLAGS: the same
+        # prefix maps, and Debian's multiarch pyconfig.h through the shim, as CMake gets them
+        benv.env["CFLAGS"] = " ".join([benv.maps, *([f"-isystem {shim}"] if shim else [])])
+    return cmake_toolchain
+
+
+def _pip_wheel(job: WheelJob, benv: BuildEnv, venv: Path, src: Path, build_dir: Path, stage: Path,
+               cmake_toolchain: Path) -> list[str]:
+    """`pip wheel` of the project, its CMake cache entries as config settings or (CMAKE_ARGS) in the environment."""
     defines = [("LLVM_DIR", str(job.llvm.cmake_dir)), ("CMAKE_TOOLCHAIN_FILE", str(cmake_toolchain)),
                *_cross_defines(job), *job.recipe.cmake_defines]
     settings_args = [f"--config-settings=build-dir={build_dir}"]
     if job.recipe.cmake_args == "CMAKE_ARGS":
         # the project splits it on spaces (paths have none: _no_spaces)
-        env["CMAKE_ARGS"] = " ".join(f"-D{k}={v}" for k, v in defines)
+        benv.env["CMAKE_ARGS"] = " ".join(f"-D{k}={v}" for k, v in defines)
         settings_args = []
     else:
         settings_args += [f"--config-settings=cmake.define.{k}={v}" for k, v in defines]
-    argv = [
+    return [
         str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
         "--no-cache-dir", "-v", "--wheel-dir", str(stage), *settings_args, str(src),
     ]
-    log(f"wheel: building {name} with {settings.jobs} jobs (log: {log_path})")
-    t0 = time.monotonic()
-    sandbox.run(argv, what=f"build the {name} wheel", env=env, cwd=base, prefix=prefix, log_path=log_path,
-                quiet=settings.quiet, label=f"wheel {name}")
-    build_s = time.monotonic() - t0
-    built = sorted(stage.glob("*.whl"))
-    if len(built) != 1:
-        raise BuildError(f"pip wheel produced {len(built)} wheels", f"in {stage}: {[p.name for p in built]}", f"see {log_path}")
-    raw = built[0]
 
-    t0 = time.monotonic()
+
+@dataclass(frozen=True)
+class _Tagged:
+    wheel: Path  # the re-packed, tagged wheel in the output directory
+    built_as: str  # the platform tag pip gave it
+    source: str  # who vouched for the tag
+    audit: dict[str, Any] | None  # auditwheel's report
+    needs: dict[str, str]  # the highest symbol version its extensions need, per library
+
+
+def _tag(job: WheelJob, benv: BuildEnv, raw: Path, venv: Path, base: Path, log_path: Path) -> _Tagged:
+    """The wheel's extensions checked, its platform tag vouched for by auditwheel, re-packed into the output."""
+    tc = job.toolchain
     current = WheelName.parse(raw.name).platform
     with tempfile.TemporaryDirectory(prefix="so-", dir=base) as tmp:
         needs: dict[str, str] = {}
@@ -434,15 +471,16 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     audit: dict[str, Any] | None = None
     tool = str(auditwheel) if auditwheel.is_file() else shutil.which("auditwheel")
     if tool:
-        out = sandbox.run([tool, "show", "--json", str(raw)], what="check the platform tag with auditwheel",
-                          env=env, cwd=base, prefix=prefix, log_path=log_path, quiet=True)
+        out = benv.run([tool, "show", "--json", str(raw)], what="check the platform tag with auditwheel", cwd=base,
+                       log_path=log_path)
         audit = parse_auditwheel(out)
     source = "auditwheel" if audit else "none: auditwheel not available"
     if tc.kind == "zig":
         # The tag is the toolchain's glibc floor, as far as auditwheel's policy for it accepts the wheel.
         want = manylinux_platform(tc.glibc, tc.arch)
-        runner = foreign_auditwheel(venv, job.python.arch, job.python.executable, interpreter_runner(job.python.executable)[0]) if job.python.foreign else None
-        raw = auditwheel_repair(tool, raw, want, base / "repaired", env, prefix, log_path, runner)
+        runner = foreign_auditwheel(venv, job.python.arch, job.python.executable,
+                                    interpreter_runner(job.python.executable)[0]) if job.python.foreign else None
+        raw = auditwheel_repair(tool, raw, want, base / "repaired", benv.env, benv.prefix, log_path, runner)
         source = f"auditwheel repair --plat {want}"
         wheel = repack(raw, job.output, job.epoch)
     else:
@@ -451,19 +489,24 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     problems = verify_record(wheel)
     if problems:
         raise BuildError(f"the re-packed {wheel.name} is inconsistent", "; ".join(problems[:5]), "report this as a hermetic bug")
-    repack_s = time.monotonic() - t0
-    digest = file_sha256(wheel)
+    return _Tagged(wheel, current, source, audit, needs)
+
+
+def _wheel_record(job: WheelJob, benv: BuildEnv, name: str, tagged: _Tagged, timings: record.WheelTimings,
+                  wall_started: float) -> record.WheelRecord:
+    """The wheel's record (wheel-record.json)."""
+    wheel, audit, needs, offline = tagged.wheel, tagged.audit, tagged.needs, benv.offline
     wname = WheelName.parse(wheel.name)
-    rec = record.WheelRecord(
+    return record.WheelRecord(
         wheel=wheel.name,
-        sha256=digest,
+        sha256=file_sha256(wheel),
         size=wheel.stat().st_size,
         tag=wname.tag,
         platform_tag=record.PlatformTag(
             tag=wname.platform,
-            source=source,
+            source=tagged.source,
             auditwheel=audit_facts(audit) if audit else None,
-            built_as=current,
+            built_as=tagged.built_as,
         ),
         glibc_required=needs.get("GLIBC"),
         symbol_versions=tuple(sorted(needs.items())),
@@ -484,17 +527,9 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
         recipe_digest=job.recipe.digest(),
         offline=record.Offline(offline.enforced, offline.method, offline.reason),
         machine=f"{platform.system().lower()}-{platform.machine()}",
-        toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(env) | {"python": job.python.version}),
-        toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
+        toolchain=record.ToolchainVersions.from_mapping(llvm_toolchain_versions(benv.env) | {"python": job.python.version}),
+        toolchain_id=record.ToolchainRef.from_mapping(job.toolchain.identity()),
         started=times.iso(wall_started),
         finished=times.iso(time.time()),
-        timings_s=record.WheelTimings(
-            venv=round(venv_s, 1), venv_reused=reused, build=round(build_s, 1),
-            tag_and_repack=round(repack_s, 1), total=round(time.monotonic() - started, 1),
-        ),
+        timings_s=timings,
     )
-    record.write_record(job.output / "wheel-record.json", rec)
-    shutil.rmtree(stage, ignore_errors=True)
-    shutil.rmtree(base / "repaired", ignore_errors=True)
-    log(f"wheel: {wheel} sha256 {digest} ({rec.timings_s.total:.0f}s)")
-    return rec

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermetic.build import sandbox
 from hermetic.build.buildenv import toolchain_versions as llvm_toolchain_versions
 from hermetic.build.env import BuildEnv, Compiler, prepare
 from hermetic.build.interpreter import (
@@ -79,6 +78,7 @@ from hermetic.model.requirements import load_requirements, require_wheelhouse, w
 from hermetic.model.wheels import DEFAULT_RECIPE, SdistPin, WheelRecipe, load_wheel_recipe
 
 if TYPE_CHECKING:
+    from hermetic.build import sandbox
     from hermetic.core.log import Log
     from hermetic.fetch.sdist import CachedSdist
     from hermetic.model.requirements import Requirements
@@ -146,8 +146,9 @@ def _no_spaces(**paths: Path) -> None:
             )
 
 
-def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: tuple[str, ...], log: Log, log_path: Path) -> tuple[Path, bool]:
-    """The build venv for these requirements and this interpreter; returns (venv, reused)."""
+def ensure_venv(job: WheelJob, settings: Settings, benv: BuildEnv, log: Log, log_path: Path) -> tuple[Path, bool]:
+    """The build venv for these requirements and this interpreter, made in the sandbox without the compiler's
+    variables; returns (venv, reused)."""
     python = job.runner.executable
     venv = _venv_dir(job, settings)
     marker = venv / "hermetic-venv.json"
@@ -168,14 +169,14 @@ def ensure_venv(job: WheelJob, settings: Settings, env: dict[str, str], prefix: 
     shutil.rmtree(venv, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log(f"wheel: creating the build venv {venv}")
-    sandbox.run([python, "-m", "venv", "--without-pip", str(venv)], what="create the build venv",
-                env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True)
+    benv.run([python, "-m", "venv", "--without-pip", str(venv)], what="create the build venv", env=benv.base,
+             cwd=venv.parent, log_path=log_path)
     py = venv / "bin" / "python"
-    sandbox.run(
+    benv.run(
         [str(py), f"{pip_files[0]}/pip", "install", "--no-index", "--find-links", str(job.wheelhouse),
          "--require-hashes", "-r", str(job.requirements.path), "--no-warn-script-location", "--no-cache-dir"],
         what="install the build requirements from the wheelhouse",
-        env=env, cwd=venv.parent, prefix=prefix, log_path=log_path, quiet=True,
+        env=benv.base, cwd=venv.parent, log_path=log_path,
         fix=f"check the wheelhouse {job.wheelhouse} against {job.requirements.path} (`hermetic fetch` refills it)",
     )
     record.write_json(marker, {"requirements": job.requirements.digest(), "python": job.runner.build,
@@ -339,7 +340,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     base.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
     t0 = time.monotonic()
-    venv, reused = ensure_venv(job, settings, benv.base, benv.prefix, log, log_path)
+    venv, reused = ensure_venv(job, settings, benv, log, log_path)
     venv_s = time.monotonic() - t0
     log(f"wheel: build venv {'reused' if reused else 'created'}: {venv}")
 

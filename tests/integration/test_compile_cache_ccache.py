@@ -33,6 +33,7 @@ from devtools.servers import Redis
 from devtools.users import OTHER_UID, as_user, user_cache, user_dir
 from helpers import TINY, hermetic
 from hermetic.build import compile_cache
+from hermetic.model import record
 from hermetic.model import settings as settings_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def redis(tmp_path: Path) -> Iterator[Redis]:
 # -- small compiles through hermetic's ccache.conf: seconds -----------------------------------------------
 
 
-def _compile(base: Path, url: str) -> tuple[bytes, compile_cache.CacheStats]:
+def _compile(base: Path, url: str) -> tuple[bytes, record.CacheStats]:
     """One C file with a local header and the prefix maps a build uses, compiled through ccache from `base`."""
     src, out = base / "src", base / "build"
     (src / "include").mkdir(parents=True)
@@ -61,7 +62,7 @@ def _compile(base: Path, url: str) -> tuple[bytes, compile_cache.CacheStats]:
            "-O2", "-g0", "-c", str(src / "f.c"), "-o", "f.o"]
     subprocess.run(cmd, cwd=out, env=env, check=True)
     stats = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True).stdout
-    return (out / "f.o").read_bytes(), compile_cache.parse_stats(stats)
+    return (out / "f.o").read_bytes(), compile_cache.parse_stats(stats, record.CacheStats)
 
 
 @pytest.mark.parametrize("kind", ["redis", "file"])

@@ -30,8 +30,8 @@ from helpers import hermetic
 from hermetic.build import compile_cache, distribute
 from hermetic.core import platforms
 from hermetic.fetch import toolchain
+from hermetic.model import record, toolchains
 from hermetic.model import settings as settings_values
-from hermetic.model import toolchains
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_behind_a_compile_cache_a_miss_goes_to_a_host_and_a_hit_to_none(
                 env = _distcc_env(tmp_path, tmp_path / "bin", daemon, name) | {"CCACHE_CONFIGPATH": str(conf)}
                 subprocess.run(["ccache", *argv], cwd=d, env=env, check=True)
                 printed = subprocess.run(["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True)
-                stats.append((compile_cache.parse_stats(printed.stdout), daemon.compiled()))
+                stats.append((compile_cache.parse_stats(printed.stdout, record.CacheStats), daemon.compiled()))
                 subprocess.run(["ccache", "--zero-stats"], env=env, check=True, capture_output=True)
             objects.append((d / "a.o").read_bytes())
         # the miss was compiled on the host (the local object), the hit in another directory compiled nowhere

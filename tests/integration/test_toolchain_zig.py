@@ -14,7 +14,7 @@ import pytest
 
 from helpers import ROOT, hermetic
 from hermetic.build import wrappers
-from hermetic.build.llvm import zig_global_cache
+from hermetic.build.env import zig_global_cache
 from hermetic.fetch import toolchain
 from hermetic.model import toolchains
 

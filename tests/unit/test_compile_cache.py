@@ -143,11 +143,11 @@ stats_updated_timestamp\t1795641903
 
 
 def test_cache_statistics_come_from_print_stats() -> None:
-    got = compile_cache.parse_stats(PRINT_STATS)
+    got = compile_cache.parse_stats(PRINT_STATS, record.CacheStats)
     assert (got.hits, got.misses, got.hit_rate) == (200, 3, round(200 / 203, 4))
     assert (got.remote_hits, got.remote_misses, got.remote_errors) == (200, 3, 5)
     assert got.uncacheable == 1 + 12 + 2 + 11  # links, configure checks and failures ccache passed through
-    assert compile_cache.parse_stats("").hit_rate == 0.0
+    assert compile_cache.parse_stats("", record.CacheStats).hit_rate == 0.0
 
 
 def test_the_compiler_is_known_by_the_pinned_toolchain_not_its_path() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers import ROOT, hermetic, resolve_in_project
-from hermetic.build import distribute, netrelay
+from hermetic.build import distribute, env, netrelay
 from hermetic.core import platforms
 from hermetic.core.errors import UsageError, VerifyError
 from hermetic.model import record, toolchains
@@ -232,7 +232,7 @@ def test_the_client_log_says_where_each_compile_ran() -> None:
 def _use(tmp_path: Path, relayed: bool = True) -> record.DistributedCompiles:
     dist = parse_setting("127.0.0.2:36/2,127.0.0.3:37/2,127.0.0.4:38/1")
     assert dist is not None
-    return distribute.summarize(
+    return env.summarize(
         dist, relayed, [(True, "ok"), (False, "refused"), (True, "ok")], distribute.parse_client_log(CLIENT_LOG), {1: 3},
         "compile hosts …", distribute.Distcc("/usr/bin/distcc", "3.4"), ("hermetic-zig-x-cc", "hermetic-zig-x-c++"), 6,
     )

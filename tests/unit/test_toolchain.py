@@ -18,7 +18,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from hermetic.build import llvm
+from hermetic.build import env, llvm
 from hermetic.build import wrappers as zig_wrappers
 from hermetic.core.errors import SourceError, UsageError
 from hermetic.fetch import toolchain
@@ -686,12 +686,11 @@ def test_a_shared_global_cache_goes_to_every_wrapper_and_the_local_one_stays(tmp
 
 
 def test_zig_global_cache_is_in_the_source_cache_or_none(tmp_path: Path) -> None:
-    from hermetic.build import llvm
 
-    assert llvm.zig_global_cache(tmp_path / "cache") == tmp_path / "cache" / "zig-global"
+    assert env.zig_global_cache(tmp_path / "cache") == tmp_path / "cache" / "zig-global"
     assert (tmp_path / "cache" / "zig-global").is_dir()
     (tmp_path / "file").write_text("")
-    assert llvm.zig_global_cache(tmp_path / "file") is None  # a source cache that cannot hold it: the work dir's
+    assert env.zig_global_cache(tmp_path / "file") is None  # a source cache that cannot hold it: the work dir's
 
 
 def test_wrapper_drops_stdlib_and_keeps_other_arguments(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hermetic.__main__ import main as cli_main
-from hermetic.build import wheel, wheelfile
+from hermetic.build import llvm_prefix, wheel, wheelfile
 from hermetic.cli import common as cli_common
 from hermetic.cli import wheel as cli_wheel
 from hermetic.core.errors import BuildError, ExitCode, RecipeError, SourceError, UsageError
@@ -354,18 +354,18 @@ def _fake_llvm(root: Path, version: str, sub: str = "lib/cmake/llvm") -> Path:
 
 
 def test_inspect_llvm_accepts_19(tmp_path: Path) -> None:
-    found = wheel.inspect_llvm(_fake_llvm(tmp_path / "p", "19.1.7", "lib64/cmake/llvm"), 19)
+    found = llvm_prefix.inspect_llvm(_fake_llvm(tmp_path / "p", "19.1.7", "lib64/cmake/llvm"), 19)
     assert found.version == "19.1.7" and found.cmake_dir.name == "llvm" and found.major == 19
 
 
 def test_inspect_llvm_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist") as e1:
-        wheel.inspect_llvm(tmp_path / "nope", 19)
+        llvm_prefix.inspect_llvm(tmp_path / "nope", 19)
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match=r"no LLVMConfig\.cmake") as e2:
-        wheel.inspect_llvm(tmp_path / "empty", 19)
+        llvm_prefix.inspect_llvm(tmp_path / "empty", 19)
     with pytest.raises(UsageError, match=r"LLVM 18\.1\.8, the compiler core needs LLVM 19") as e3:
-        wheel.inspect_llvm(_fake_llvm(tmp_path / "old", "18.1.8"), 19)
+        llvm_prefix.inspect_llvm(_fake_llvm(tmp_path / "old", "18.1.8"), 19)
     for e in (e1, e2, e3):
         assert e.value.why and e.value.fix and e.value.exit_code == ExitCode.USAGE
 
@@ -394,9 +394,9 @@ def test_find_llvm_record(tmp_path: Path) -> None:
         "tree": {"digest": "sha256:123", "size": 0, "files": []},
     }
     (variant / "record.json").write_text(json.dumps(rec))
-    found = wheel.find_llvm_record(prefix, tmp_path / "elsewhere")
+    found = llvm_prefix.find_llvm_record(prefix, tmp_path / "elsewhere")
     assert found is not None and found.tree_digest == "sha256:123" and found.variant == "support"
-    assert wheel.find_llvm_record(_fake_llvm(tmp_path / "other", "19.1.7"), tmp_path / "work") is None
+    assert llvm_prefix.find_llvm_record(_fake_llvm(tmp_path / "other", "19.1.7"), tmp_path / "work") is None
 
 
 # --- planning and the command line -------------------------------------------------------------
@@ -456,7 +456,7 @@ def test_venv_key_follows_requirements(tmp_path: Path) -> None:
     reqs = requirements.load_requirements(req)
     other = requirements.Requirements(req, reqs.items[:1])
     wr = wheels.load_wheel_recipe(ROOT / "recipes")
-    llvm = wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7")
+    llvm = llvm_prefix.LLVMPrefix(tmp_path, tmp_path, "19.1.7")
     a = wheel.WheelJob(tmp_path, llvm, tmp_path, tmp_path, reqs, wr, 0, tmp_path)
     b = wheel.WheelJob(tmp_path, llvm, tmp_path, tmp_path, other, wr, 0, tmp_path)
     assert a.venv_key(sys.executable) == a.venv_key(sys.executable) != b.venv_key(sys.executable)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hermetic.__main__ import main as cli_main
-from hermetic.build import wheel
+from hermetic.build import interpreter, llvm_prefix, wheel
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, UsageError
 from hermetic.model import record, toolchains
@@ -38,10 +38,10 @@ def _program(path: Path, machine: int) -> Path:
     return path
 
 
-def _target(tmp_path: Path, **changes: Any) -> wheel.Interpreter:
+def _target(tmp_path: Path, **changes: Any) -> interpreter.Interpreter:
     """An arm64 CPython 3.11 of a root, as probe_interpreter describes one."""
     root = tmp_path / "root"
-    base = wheel.Interpreter(
+    base = interpreter.Interpreter(
         str(root / "usr/bin/python3.11"), "3.11.2", "3.11.2 (main)", "CPython", str(root / "usr/include/python3.11"),
         True, False, True, "arm64", ".cpython-311-aarch64-linux-gnu.so", str(root),
     )
@@ -82,7 +82,7 @@ def test_a_foreign_interpreter_runs_under_qemu_with_its_root_or_is_refused(
     other = next(p for p in platforms.PLATFORMS.values() if p.oci != platforms.machine_arch())
     py = _program(tmp_path / "root" / "usr" / "bin" / "python3.11", other.elf_machine)
     with pytest.raises(UsageError) as exc:
-        wheel.probe_interpreter(str(py))
+        interpreter.probe_interpreter(str(py))
     assert f"is an {other.oci} program, and no {other.oci} root holds it" in exc.value.what
     assert other.loader in exc.value.why and "tests/debian_root.py" in exc.value.fix
     loader = tmp_path / "root" / other.loader
@@ -91,42 +91,42 @@ def test_a_foreign_interpreter_runs_under_qemu_with_its_root_or_is_refused(
     qemu = _program(tmp_path / "bin" / other.emulator[0], 0)
     qemu.write_text("#!/bin/sh\nexit 1\n")
     monkeypatch.setenv("PATH", str(qemu.parent))
-    runner, root = wheel.interpreter_runner(str(py))
+    runner, root = interpreter.interpreter_runner(str(py))
     assert runner == (str(qemu), "-L", str(tmp_path / "root")) and root == tmp_path / "root"
-    assert wheel.probe_interpreter(str(py)) is None  # the emulator ran and failed: not an interpreter
+    assert interpreter.probe_interpreter(str(py)) is None  # the emulator ran and failed: not an interpreter
     # a native interpreter runs as it is
-    assert wheel.interpreter_runner(sys.executable) == ((), None)
+    assert interpreter.interpreter_runner(sys.executable) == ((), None)
 
 
 def test_cross_settings_name_the_target_s_platform_suffix_and_headers(tmp_path: Path) -> None:
     target = _target(tmp_path)
-    env, defines = wheel.cross_settings(target)
+    env, defines = interpreter.cross_settings(target)
     assert env == {"_PYTHON_HOST_PLATFORM": "linux-aarch64", "SETUPTOOLS_EXT_SUFFIX": ".cpython-311-aarch64-linux-gnu.so"}
     assert dict(defines) == {f"{p}_INCLUDE_DIR": target.include for p in ("Python", "Python3", "PYTHON")}
-    assert wheel.cross_settings(wheel.current_interpreter()) == ({}, [])
+    assert interpreter.cross_settings(interpreter.current_interpreter()) == ({}, [])
 
 
 def test_the_build_runs_on_a_python_of_this_machine_of_the_same_version(tmp_path: Path) -> None:
-    current = wheel.current_interpreter()
-    assert wheel.build_interpreter(current) is current  # native: itself
+    current = interpreter.current_interpreter()
+    assert interpreter.build_interpreter(current) is current  # native: itself
     same = _target(tmp_path, version=f"{sys.version_info[0]}.{sys.version_info[1]}.0")
-    assert wheel.build_interpreter(same, str(tmp_path)).executable == current.executable
+    assert interpreter.build_interpreter(same, str(tmp_path)).executable == current.executable
     other = _target(tmp_path, version="3.99.0")
     with pytest.raises(UsageError, match=r"no Python 3\.99 of this") as exc:
-        wheel.build_interpreter(other, str(tmp_path))
+        interpreter.build_interpreter(other, str(tmp_path))
     assert "put python3.99 on PATH" in exc.value.fix
 
 
 def test_the_zig_toolchain_file_of_a_cross_build_sets_the_target_system(tmp_path: Path) -> None:
     s = settings(tmp_path)
     arm = toolchains.select(toolchains.load(s.toolchain_dir), "zig", None, "aarch64")
-    job = wheel.WheelJob(tmp_path, wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
+    job = wheel.WheelJob(tmp_path, llvm_prefix.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
                          None, None, 0, s.toolchain_dir / "reproducible.cmake",  # type: ignore[arg-type]
-                         toolchain=arm, python=_target(tmp_path), build_python=wheel.current_interpreter())
+                         toolchain=arm, python=_target(tmp_path), build_python=interpreter.current_interpreter())
     text = wheel._zig_toolchain_file(job, tmp_path / "zig-tools.cmake", tmp_path / "t.cmake").read_text()
     assert "set(CMAKE_SYSTEM_NAME Linux)" in text and "set(CMAKE_SYSTEM_PROCESSOR aarch64)" in text
-    assert job.runner.executable == wheel.current_interpreter().executable
-    native = dataclasses.replace(job, python=wheel.current_interpreter(), build_python=None)
+    assert job.runner.executable == interpreter.current_interpreter().executable
+    native = dataclasses.replace(job, python=interpreter.current_interpreter(), build_python=None)
     assert "CMAKE_SYSTEM_NAME" not in wheel._zig_toolchain_file(native, tmp_path / "z", tmp_path / "n.cmake").read_text()
 
 
@@ -136,10 +136,10 @@ def test_an_interpreter_of_another_architecture_than_the_llvm_s_is_refused(tmp_p
     arm = toolchains.select(catalog, "zig", None, "aarch64")
     amd = toolchains.select(catalog, "zig", None, "x86_64")
     with pytest.raises(UsageError, match="is an amd64 interpreter; this wheel is for arm64") as exc:
-        wheel._usable(dataclasses.replace(_target(tmp_path), arch="amd64", root=""), arm)
+        interpreter.usable(dataclasses.replace(_target(tmp_path), arch="amd64", root=""), arm)
     assert "qemu-user" in exc.value.fix
     with pytest.raises(UsageError, match="is an arm64 interpreter; this wheel is for amd64"):
-        wheel._usable(_target(tmp_path), amd)
+        interpreter.usable(_target(tmp_path), amd)
 
 
 def test_arch_must_be_the_llvm_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from helpers import ROOT, hermetic
-from hermetic.build import wheel, wrappers
+from hermetic.build import llvm_prefix, wrappers
 from hermetic.core import platforms
 from hermetic.core.errors import ExitCode, RecipeError, SourceError
 from hermetic.fetch import sdist
@@ -73,7 +73,7 @@ def test_a_tree_without_the_host_target_is_refused_before_the_sdist_is_fetched(t
     cmake = tmp_path / "llvm" / "lib" / "cmake" / "llvm"
     cmake.mkdir(parents=True)
     (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD AArch64;NVPTX)\n')
-    assert wheel.inspect_llvm(tmp_path / "llvm", 22).targets == ("AArch64", "NVPTX")
+    assert llvm_prefix.inspect_llvm(tmp_path / "llvm", 22).targets == ("AArch64", "NVPTX")
     want = platforms.PLATFORMS[platforms.machine_arch()].llvm_target
     if want == "AArch64":
         (cmake / "LLVMConfig.cmake").write_text('set(LLVM_PACKAGE_VERSION 22.1.8)\nset(LLVM_TARGETS_TO_BUILD X86;NVPTX)\n')

@@ -18,7 +18,7 @@ import pytest
 from hermetic.__main__ import main as cli_main
 from hermetic.attest import attach as attest
 from hermetic.attest import provenance, sbom
-from hermetic.build import wheel, wheelfile
+from hermetic.build import interpreter, llvm_prefix, wheel, wheel_tag, wheelfile
 from hermetic.core.errors import BuildError, EnvironmentError_, ExitCode, UsageError, VerifyError
 from hermetic.model import record, toolchains
 from hermetic.model.settings import Settings
@@ -50,14 +50,14 @@ def _zig(target: str = "x86_64-linux-gnu.2.28", **changes: str) -> dict[str, str
 
 def test_the_llvm_record_decides_the_toolchain(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    tc = wheel.wheel_toolchain(s, Path("/p"), record.ToolchainRef.from_mapping(ZIG_ID))
+    tc = llvm_prefix.wheel_toolchain(s, Path("/p"), record.ToolchainRef.from_mapping(ZIG_ID))
     assert tc.kind == "zig" and tc.identity() == ZIG_ID
     # a --glibc 2.17 LLVM gives a 2.17 wheel
-    tc = wheel.wheel_toolchain(s, Path("/p"), record.ToolchainRef.from_mapping(_zig("x86_64-linux-gnu.2.17")))
+    tc = llvm_prefix.wheel_toolchain(s, Path("/p"), record.ToolchainRef.from_mapping(_zig("x86_64-linux-gnu.2.17")))
     assert tc.target == "x86_64-linux-gnu.2.17" and tc.glibc == "2.17"
-    assert wheel.wheel_toolchain(s, Path("/p"), record.HOST_TOOLCHAIN).kind == "host"
+    assert llvm_prefix.wheel_toolchain(s, Path("/p"), record.HOST_TOOLCHAIN).kind == "host"
     # saying the same is fine
-    assert wheel.wheel_toolchain(_with(s, toolchain="zig", glibc="2.28"), Path("/p"),
+    assert llvm_prefix.wheel_toolchain(_with(s, toolchain="zig", glibc="2.28"), Path("/p"),
                                  record.ToolchainRef.from_mapping(ZIG_ID)).identity() == ZIG_ID
 
 
@@ -74,7 +74,7 @@ def test_another_toolchain_than_the_llvm_s_is_refused_naming_both(
     tmp_path: Path, asked: dict[str, str], built: dict[str, str], names: list[str]
 ) -> None:
     with pytest.raises(UsageError) as exc:
-        wheel.wheel_toolchain(_with(settings(tmp_path), **asked), Path("/some/llvm"), record.ToolchainRef.from_mapping(built))
+        llvm_prefix.wheel_toolchain(_with(settings(tmp_path), **asked), Path("/some/llvm"), record.ToolchainRef.from_mapping(built))
     text = f"{exc.value.what} {exc.value.why}"
     for n in names:
         assert n in text, (n, text)
@@ -104,21 +104,21 @@ def test_another_zig_than_the_pinned_one_is_refused_but_new_wrappers_are_not(tmp
     s = settings(tmp_path)
     other = record.ToolchainRef.from_mapping(ZIG_ID | {"sha256": "0" * 64, "version": "0.16.0"})
     with pytest.raises(UsageError, match="another zig than this checkout pins") as exc:
-        wheel.wheel_toolchain(s, Path("/p"), other)
+        llvm_prefix.wheel_toolchain(s, Path("/p"), other)
     assert "0.16.0" in exc.value.why and "0.17.1" in exc.value.why
     # the wrappers and the unpack layout change how the same compiler is called, not what it links
     older = record.ToolchainRef.from_mapping(ZIG_ID | {"wrappers": "1"})
-    assert wheel.wheel_toolchain(s, Path("/p"), older).identity() == ZIG_ID
+    assert llvm_prefix.wheel_toolchain(s, Path("/p"), older).identity() == ZIG_ID
 
 
 def test_without_a_record_the_selected_toolchain_is_used_with_a_warning(tmp_path: Path) -> None:
     said: list[str] = []
-    tc = wheel.wheel_toolchain(_with(settings(tmp_path), toolchain="zig", glibc="2.17"), Path("/usr/lib/llvm-19"), None, said.append)
+    tc = llvm_prefix.wheel_toolchain(_with(settings(tmp_path), toolchain="zig", glibc="2.17"), Path("/usr/lib/llvm-19"), None, said.append)
     assert tc.target == "x86_64-linux-gnu.2.17"
     assert len(said) == 1 and "warning" in said[0] and "/usr/lib/llvm-19" in said[0] and "(selected)" in said[0]
     said.clear()
     # not the default (zig): an LLVM hermetic did not build was built by some host compiler
-    assert wheel.wheel_toolchain(settings(tmp_path), Path("/x"), None, said.append).name == "host"
+    assert llvm_prefix.wheel_toolchain(settings(tmp_path), Path("/x"), None, said.append).name == "host"
     assert "no record names a pinned toolchain" in said[0]
 
 
@@ -130,8 +130,8 @@ def test_the_manylinux_tag_of_a_glibc_floor() -> None:
     assert wheelfile.manylinux_platform("2.17", "aarch64") == "manylinux_2_17_aarch64"
 
 
-def _interp(version: str, free_threaded: bool = False, implementation: str = "CPython") -> wheel.Interpreter:
-    return wheel.Interpreter(f"/x/python{version}", version, version, implementation, "/x/include", True, free_threaded)
+def _interp(version: str, free_threaded: bool = False, implementation: str = "CPython") -> interpreter.Interpreter:
+    return interpreter.Interpreter(f"/x/python{version}", version, version, implementation, "/x/include", True, free_threaded)
 
 
 @pytest.mark.parametrize(
@@ -149,12 +149,12 @@ def test_interpreter_tags(version: str, api: str, free_threaded: bool, tag: str)
 
 
 def test_the_project_s_py_api_and_the_current_interpreter() -> None:
-    assert wheel.project_py_api(Path(__file__).resolve().parents[2] / "src" / "compiler") == "cp312"
-    cur = wheel.current_interpreter()
+    assert interpreter.project_py_api(Path(__file__).resolve().parents[2] / "src" / "compiler") == "cp312"
+    cur = interpreter.current_interpreter()
     assert cur.xy == sys.version_info[:2] and cur.executable
-    probed = wheel.probe_interpreter(sys.executable)
+    probed = interpreter.probe_interpreter(sys.executable)
     assert probed is not None and probed.build == cur.build and probed.headers == cur.headers
-    assert wheel.probe_interpreter("/nonexistent/python3") is None
+    assert interpreter.probe_interpreter("/nonexistent/python3") is None
 
 
 def test_unusable_interpreters_are_refused_before_building(tmp_path: Path) -> None:
@@ -167,20 +167,20 @@ def test_unusable_interpreters_are_refused_before_building(tmp_path: Path) -> No
                                     "#elif defined(__aarch64__)\n# include <aarch64-linux-gnu/python3.11/pyconfig.h>\n#endif\n")
     debian = dataclasses.replace(_interp("3.11.2"), multiarch=True, include=str(inc))
     with pytest.raises(UsageError, match="headers cannot be used with zig") as exc:
-        wheel._usable(debian, zig)
+        interpreter.usable(debian, zig)
     assert "multiarch" in exc.value.why
     real = tmp_path / "include" / "x86_64-linux-gnu" / "python3.11" / "pyconfig.h"
     real.parent.mkdir(parents=True)
     real.write_text("#define X 1\n")
-    wheel._usable(debian, zig)
-    assert wheel.multiarch_pyconfig(debian, zig) == ("x86_64-linux-gnu/python3.11/pyconfig.h", real)
-    wheel._usable(debian, host)  # the host compiler searches /usr/include
+    interpreter.usable(debian, zig)
+    assert interpreter.multiarch_pyconfig(debian, zig) == ("x86_64-linux-gnu/python3.11/pyconfig.h", real)
+    interpreter.usable(debian, host)  # the host compiler searches /usr/include
     with pytest.raises(UsageError, match="no development headers"):
-        wheel._usable(dataclasses.replace(_interp("3.12.1"), headers=False), host)
+        interpreter.usable(dataclasses.replace(_interp("3.12.1"), headers=False), host)
     with pytest.raises(UsageError, match="is PyPy"):
-        wheel._usable(_interp("3.10.0", implementation="PyPy"), host)
+        interpreter.usable(_interp("3.10.0", implementation="PyPy"), host)
     with pytest.raises(UsageError, match=r"no python9\.99 on PATH"):
-        wheel.resolve_interpreter("9.99", str(tmp_path))
+        interpreter.resolve_interpreter("9.99", str(tmp_path))
 
 
 def test_python_without_a_value_lists_the_interpreters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -189,7 +189,7 @@ def test_python_without_a_value_lists_the_interpreters(tmp_path: Path, capsys: p
     lines = capsys.readouterr().out.splitlines()
     assert "wheel.py-api: cp312" in lines[0]
     mine = [ln for ln in lines if "(default: runs hermetic)" in ln]
-    cur = wheel.current_interpreter()
+    cur = interpreter.current_interpreter()
     assert len(mine) == 1 and cur.executable in mine[0] and f"tag {cur.tag('cp312')}" in mine[0]
     assert cli_main(["wheel", "--root", root]) == ExitCode.USAGE
     assert "needs --llvm" in capsys.readouterr().err
@@ -257,7 +257,7 @@ def test_a_host_cxx_extension_with_debug_info_and_a_new_glibc_fails_each_check(t
 
 def test_the_zig_toolchain_file_includes_reproducible_and_the_archiver_and_strips_debug(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    job = wheel.WheelJob(tmp_path, wheel.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
+    job = wheel.WheelJob(tmp_path, llvm_prefix.LLVMPrefix(tmp_path, tmp_path, "19.1.7"), tmp_path, tmp_path,
                          None, None, 0, s.toolchain_dir / "reproducible.cmake",  # type: ignore[arg-type]
                          toolchain=toolchains.for_root(s.root, "zig"))
     text = wheel._zig_toolchain_file(job, tmp_path / "zig-tools.cmake", tmp_path / "t.cmake").read_text()
@@ -353,17 +353,17 @@ def test_auditwheel_repair_sets_the_tag_or_says_why_not(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin"}
     # auditwheel names a policy with its alias: the 2.17 floor's wheel is manylinux2014 too
     writes = _fake_auditwheel(tmp_path, ': > "$8/p-0.1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"\n')
-    got = wheel._auditwheel_repair(writes, raw, "manylinux_2_17_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+    got = wheel_tag.auditwheel_repair(writes, raw, "manylinux_2_17_x86_64", tmp_path / "out", env, (), tmp_path / "log")
     assert got.name == "p-0.1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
     wrong = _fake_auditwheel(tmp_path, ': > "$8/p-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl"\n')
     with pytest.raises(BuildError, match="wrote"):
-        wheel._auditwheel_repair(wrong, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+        wheel_tag.auditwheel_repair(wrong, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
     refuses = _fake_auditwheel(
         tmp_path, 'echo \'error: cannot repair "x.whl" to "manylinux_2_28_x86_64" ABI because of the presence of '
         'too-recent versioned symbols.\' >&2; exit 2\n',
     )
     with pytest.raises(BuildError, match="does not accept") as exc:
-        wheel._auditwheel_repair(refuses, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+        wheel_tag.auditwheel_repair(refuses, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
     assert "too-recent versioned symbols" in exc.value.why and "repro:" in exc.value.fix
     with pytest.raises(EnvironmentError_, match="auditwheel is not available"):
-        wheel._auditwheel_repair(None, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")
+        wheel_tag.auditwheel_repair(None, raw, "manylinux_2_28_x86_64", tmp_path / "out", env, (), tmp_path / "log")

@@ -34,17 +34,19 @@ import shutil
 import socket
 import stat
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from hermetic.core.errors import EnvironmentError_, UsageError
-from hermetic.model.record import CacheStats
 
 if TYPE_CHECKING:
+    from hermetic.model.record import CacheStats
     from hermetic.model.settings import CompileCache
+
+_T = TypeVar("_T")
 
 CCACHE_MIN = (4, 7)  # redis+unix storage came with 4.7
 _FEATURE = {"redis+unix": "redis+unix-storage", "file": "file-storage", "redis": "redis-storage", "http": "http-storage"}
@@ -286,15 +288,16 @@ _COUNTED = {
 }
 
 
-def parse_stats(text: str) -> CacheStats:
-    """`ccache --print-stats` (one `name<TAB>count` a line) as this build's counters."""
+def parse_stats(text: str, make: Callable[..., _T]) -> _T:
+    """`ccache --print-stats` (one `name<TAB>count` a line) as this build's counters, made by `make` (the
+    record's CacheStats: the record is the caller's)."""
     c: dict[str, int] = {}
     for line in text.splitlines():
         name, _, value = line.partition("\t")
         if value.strip().isdigit():
             c[name.strip()] = int(value)
     hits, misses = c.get("direct_cache_hit", 0) + c.get("preprocessed_cache_hit", 0), c.get("cache_miss", 0)
-    return CacheStats(
+    return make(
         hits=hits,
         misses=misses,
         hit_rate=round(hits / (hits + misses), 4) if hits + misses else 0.0,

@@ -37,14 +37,13 @@ import shlex
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermetic.build import wrappers
+from hermetic.build.wrapper_text import wrapper_scripts
 from hermetic.core.errors import EnvironmentError_, UsageError
-from hermetic.model.record import CompileHostUse, DistributedCompiles
 
 if TYPE_CHECKING:
     from hermetic.model import toolchains
@@ -73,7 +72,7 @@ LANGS = ("cc", "c++")
 
 def wrapper_script(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, lang: str) -> str:
     """The toolchain's wrapper for `lang`, also taking the preprocessed files a compile host is sent."""
-    base = wrappers.wrapper_scripts(tc, zig_root, cache_root)[lang].rstrip("\n").splitlines()
+    base = wrapper_scripts(tc, zig_root, cache_root)[lang].rstrip("\n").splitlines()
     head = [ln for ln in base if ln.startswith("#") or "; export " in ln]
     body = [ln for ln in base[len(head):] if not ln.startswith("exec ")]
     run = next(ln for ln in base if ln.startswith("exec "))
@@ -260,31 +259,3 @@ def parse_client_log(text: str) -> ClientCounts:
         if lost and finished not in (None, "localhost"):
             rerouted += 1
     return ClientCounts(remote, local, len(fell - retried), len(retried), rerouted, failed)
-
-
-def summarize(
-    dist: Distribution, relayed: bool, answered: Sequence[tuple[bool, str]], counts: ClientCounts,
-    refused: Mapping[int, int], reachable: str, distcc: Distcc, compilers: Sequence[str], jobs: int,
-) -> DistributedCompiles:
-    """The record's entry: per host what it compiled (distcc's log) and refused (the relay); the totals."""
-    hosts = []
-    for i, h in enumerate(dist.hosts):
-        seen_as = f"127.0.0.1:{INSIDE_PORT + i}" if relayed else h.address
-        hosts.append(CompileHostUse(h.address, h.slots, answered[i][0], answered[i][1],
-                                    counts.remote.get(seen_as, 0), refused.get(i, 0), counts.failed.get(seen_as, 0)))
-    remote = sum(x.compiles for x in hosts)
-    notes = []
-    if counts.rerouted:
-        notes.append(f"{counts.rerouted} compiles whose host failed them (went away or refused) were compiled on another host")
-    if counts.fallbacks:
-        notes.append(f"{counts.fallbacks} compiles fell back to this machine (a host was unreachable, went away or was "
-                     "backed off after a failure)")
-    if counts.retried:
-        notes.append(f"{counts.retried} compiles failed on a host and were compiled again here")
-    if remote == 0:
-        notes.append("no compile went to a host")
-    return DistributedCompiles(
-        hosts=tuple(hosts), reachable=reachable, distcc=distcc.path, distcc_version=distcc.version,
-        compilers=tuple(compilers), jobs=jobs, remote=remote, local=counts.local, fallbacks=counts.fallbacks,
-        retried=counts.retried, rerouted=counts.rerouted, note="; ".join(notes),
-    )

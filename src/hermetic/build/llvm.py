@@ -7,35 +7,31 @@ two builds in different directories share nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import hashlib
 import json
 import os
 import shlex
 import shutil
-import sys
-import tempfile
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermetic.build import buildenv, compile_cache, distribute, netrelay, sandbox, wrappers
+from hermetic.build import buildenv
 from hermetic.build.buildenv import toolchain_versions
+from hermetic.build.env import BuildEnv, Compiler, prepare, zig_global_cache
 from hermetic.build.swap import NEW, recover, swap_in, swap_pending
-from hermetic.build.testrun import test_run
+from hermetic.build.testrun import TestRun, test_run
 from hermetic.core import platforms, times
 from hermetic.core.digests import file_sha256
-from hermetic.core.errors import BuildError, EnvironmentError_, HermeticError, SourceError, disk_full
+from hermetic.core.errors import BuildError, HermeticError, SourceError, disk_full
 from hermetic.fetch import prune, sources, toolchain
 from hermetic.model import record, toolchains
 from hermetic.plan.context import Decision, State
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
-    from hermetic.model import settings as settings_values
     from hermetic.model.recipe import Recipe, Variant
     from hermetic.model.settings import Settings
     from hermetic.plan.context import Context
@@ -235,9 +231,6 @@ def _build_into(
     substitute_refused: str | None,
 ) -> record.BuildRecord:
     recipe, variant = inputs.recipe, inputs.variant
-    epoch = recipe.source_date_epoch
-    offline, prefix = sandbox.offline_policy(settings.offline)
-    log(f"build: network isolation: {offline.method}")
     try:
         shutil.copytree(recipe.path, new / "recipe", ignore=shutil.ignore_patterns("__pycache__", "build"))
     except OSError as exc:
@@ -251,124 +244,127 @@ def _build_into(
     log_path.write_text("")
     # The compiler: the pinned toolchain's generated profile and wrappers, or the host's detected one.
     tc = inputs.toolchain or toolchains.for_root(settings.root)
-    arch = toolchains.target_arch(tc)
     # A cross build (the target is not this machine's): a second profile for the build machine, and
     # the test_package's program runs under qemu, checked now rather than after the compile.
     build_tc = toolchains.for_build_machine(tc)
-    emulator = toolchains.emulator(arch) if build_tc else None
-    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
-    prepared = wrappers.prepare(
-        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc,
-        lib_link=settings.compile_cache is not None, global_cache=zig_global_cache(settings.cache_dir) if zig_root else None,
-    )
-    log(f"build: toolchain {tc.label}")
-    if build_tc and emulator:
-        log(f"build: cross build for linux/{arch} on {platforms.machine_arch()}: tablegen built by {build_tc.label}, "
-            f"test_package run by {shlex.join(emulator)}")
-    # CMake and Ninja: the pinned wheels' executables first on PATH, and checked to be the ones run.
-    tools = buildenv.ensure(settings, log)
-    env = sandbox.build_env(
-        epoch,
-        {"CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] ",
-         **prepared.env},
-    )
-    env["PATH"] = tools.path(env["PATH"])
-    buildenv.check_versions(tools, env)
-    conan = buildenv.conan_command()
-    profile = prepared.profile
-    started = time.time()
-    if prepared.detect:
-        sandbox.run(
-            [*conan, "profile", "detect", "--force"],
-            what="detect the compiler for Conan",
-            env=env,
-            cwd=new,
-            prefix=prefix,
-            log_path=log_path,
-            quiet=True,
-        )
-    name = recipe.name
-    options = [f"-o={name}/*:variant={variant.name}"] + [f"-o={name}/*:{k}={v}" for k, v in variant.options]
+    emulator = toolchains.emulator(toolchains.target_arch(tc)) if build_tc else None
     # A distributed build keeps this machine's jobs busy and every host's slots filled.
     jobs = settings.jobs + (settings.distribute.slots if settings.distribute else 0)
-    confs = [
-        f"-c=user.hermetic:source_archive={inputs.source_archive}",
-        f"-c=user.hermetic:source_sha256={inputs.source_sha256}",
-        f"-c=tools.build:jobs={jobs}",
-        f"-c=tools.cmake:cmake_program={tools.exe('cmake')}",
-    ]
-    launchers: dict[str, str] = {}
-    spread: _Spread | None = None
-    if settings.distribute:
-        spread = _use_distribution(settings.distribute, tc, zig_root, settings.work_dir / "zig-cache", new, env, offline, jobs, log)
-        launchers = spread.launchers
-    cache_use = None
-    if settings.compile_cache:
-        # With compile hosts too, ccache comes first and sends only its misses on, through distcc (its
-        # prefix_command): a hit costs no host anything, and the key is the same either way.
-        launchers, cache_use = _use_compile_cache(
-            settings.compile_cache, tc, new, env, offline, log, spread.launch if spread is not None else None
-        )
-    if launchers:
-        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(launchers)}")
-    if prepared.build_profile is not None:
-        profiles = [f"-pr:h={profile}", f"-pr:b={prepared.build_profile}"]
-    else:
-        profiles = [f"-pr:a={profile}"]
-    if emulator:
-        confs.append(f"-c:h=user.hermetic:emulator={shlex.join(emulator)}")
+    benv, tools = _environment(new, settings, recipe.source_date_epoch, tc, build_tc, emulator, jobs, log, {
+        "CONAN_HOME": str(conan_home), "HERMETIC_TEST_OUTPUT": str(test_out), "NINJA_STATUS": "[%f/%t] "})
+    conan = buildenv.conan_command()
+    started = time.time()
+    if benv.prepared.detect:
+        benv.run([*conan, "profile", "detect", "--force"], what="detect the compiler for Conan", cwd=new,
+                 log_path=log_path)
+    name = recipe.name
+    argv = _conan_create(conan, new, inputs, benv, tools.exe("cmake"), jobs, emulator)
     log(f"build: {name} {recipe.version} variant {variant.name} with {jobs} jobs (log: {log_path})")
-    with ExitStack() as stack:
-        step_prefix = prefix
-        if spread is not None:
-            stack.callback(shutil.rmtree, spread.sockets, True)
-        if spread is not None and spread.relayed:
-            stack.enter_context(spread.relay)
-            step_prefix = (*prefix, *spread.inside)
-        sandbox.run(
-            [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs,
-             "--build=missing", "--no-remote"],
-            what=f"build {name} variant {variant.name}",
-            env=env,
-            cwd=new,
-            prefix=step_prefix,
-            log_path=log_path,
-            quiet=settings.quiet,
-            label=f"{name}-{variant.name}",
-            # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
-            # from 1: the phases cannot be named from the order, so the count goes unnamed.
-            phases=() if prepared.build_profile else ("compile", "install", "test_package"),
-        )
-    distributed = spread.finish(log) if spread is not None else None
-    listing = sandbox.run(
-        [*conan, "list", f"{name}/{recipe.version}:*", "--format=json"],
-        what="find the built package", env=env, cwd=new, log_path=None, quiet=True,
+    benv.run_compiles(
+        argv, what=f"build {name} variant {variant.name}", cwd=new, log_path=log_path, quiet=settings.quiet,
+        label=f"{name}-{variant.name}",
+        # A cross build's ninja also runs LLVM's nested native builds (one per tablegen), each counting
+        # from 1: the phases cannot be named from the order, so the count goes unnamed.
+        phases=() if benv.prepared.build_profile else ("compile", "install", "test_package"),
     )
-    if cache_use is not None:
-        stats = sandbox.run(["ccache", "--print-stats"], what="read ccache's statistics", env=env, cwd=new, quiet=True)
-        counted = compile_cache.parse_stats(stats)
-        note = compile_cache.failure_note(cache_use.answered, counted)
-        cache_use = dataclasses.replace(cache_use, stats=counted, note=note)
-        log(f"build: compile cache: {counted.hits} hits, {counted.misses} misses" + (f"; {note}" if note else ""))
-    pkg_ids = _package_ids(listing, f"{name}/{recipe.version}")
-    if len(pkg_ids) != 1:
-        raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
-    ref = f"{name}/{recipe.version}:{pkg_ids[0]}"
-    pkg = Path(sandbox.run([*conan, "cache", "path", ref], what="locate the package", env=env, cwd=new, quiet=True).strip())
-    bdir = Path(sandbox.run([*conan, "cache", "path", ref, "--folder", "build"], what="locate the build", env=env, cwd=new, quiet=True).strip())
-    commands_file = next(iter(bdir.rglob("hermetic-commands.txt")), None)
-    commands = len(commands_file.read_text().splitlines()) if commands_file else None
-
+    cache_use, distributed = benv.finish(new, log)
+    pkg, commands = _built_package(benv, conan, f"{name}/{recipe.version}", new, log_path)
     install = out / "install"  # where the tree lands once swapped in; the record names it
     staged = new / "install"
     staged.mkdir()
     os.rename(pkg / "usr", staged / "usr")
-    record.normalize_tree(staged, epoch)
+    record.normalize_tree(staged, recipe.source_date_epoch)
     entries = record.scan_tree(staged)
     wall = time.time() - started
     ptx = sorted(test_out.glob("*.ptx"))
     ran = test_run(test_out, emulator, log_path)
-    rec = record.BuildRecord(
+    rec = _record(inputs, tc, benv, install, entries, ptx, ran, jobs, started, wall, commands, substitute_refused,
+                  cache_use, distributed)
+    record.write_record(new / "record.json", rec)
+    if not keep_build:
+        shutil.rmtree(conan_home, ignore_errors=True)
+    log(
+        f"build: done in {wall:.0f}s: {rec.tree.digest} "
+        f"({rec.tree.size / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
+    )
+    return rec
+
+
+def _environment(
+    new: Path, settings: Settings, epoch: int, tc: toolchains.Toolchain, build_tc: toolchains.Toolchain | None,
+    emulator: tuple[str, ...] | None, jobs: int, log: Log, job_env: dict[str, str],
+) -> tuple[BuildEnv, buildenv.BuildTools]:
+    """The build's environment (env.prepare) with the pinned CMake and Ninja first on PATH, checked to be the
+    ones run."""
+    zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
+    tools = buildenv.ensure(settings, log)
+    compiler = Compiler(
+        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc,
+        global_cache=zig_global_cache(settings.cache_dir) if zig_root else None,
+    )
+    benv = prepare(compiler, epoch=epoch, offline=settings.offline, job_env=job_env, work=new, log=log,
+                   path=tools.path, cache=settings.compile_cache, hosts=settings.distribute, jobs=jobs)
+    log(f"build: network isolation: {benv.offline.method}")
+    log(f"build: toolchain {tc.label}")
+    if build_tc and emulator:
+        log(f"build: cross build for linux/{toolchains.target_arch(tc)} on {platforms.machine_arch()}: tablegen built "
+            f"by {build_tc.label}, test_package run by {shlex.join(emulator)}")
+    buildenv.check_versions(tools, benv.env)
+    return benv, tools
+
+
+def _conan_create(
+    conan: list[str], new: Path, inputs: BuildInputs, benv: BuildEnv, cmake: Path, jobs: int,
+    emulator: tuple[str, ...] | None,
+) -> list[str]:
+    """`conan create` of the copied recipe: the variant's options, the source archive, the profiles, the
+    environment's compiler launchers."""
+    recipe, variant = inputs.recipe, inputs.variant
+    name = recipe.name
+    options = [f"-o={name}/*:variant={variant.name}"] + [f"-o={name}/*:{k}={v}" for k, v in variant.options]
+    confs = [
+        f"-c=user.hermetic:source_archive={inputs.source_archive}",
+        f"-c=user.hermetic:source_sha256={inputs.source_sha256}",
+        f"-c=tools.build:jobs={jobs}",
+        f"-c=tools.cmake:cmake_program={cmake}",
+    ]
+    if benv.launchers:
+        confs.append(f"-c=tools.cmake.cmaketoolchain:extra_variables={json.dumps(benv.launchers)}")
+    prepared = benv.prepared
+    if prepared.build_profile is not None:
+        profiles = [f"-pr:h={prepared.profile}", f"-pr:b={prepared.build_profile}"]
+    else:
+        profiles = [f"-pr:a={prepared.profile}"]
+    if emulator:
+        confs.append(f"-c:h=user.hermetic:emulator={shlex.join(emulator)}")
+    return [*conan, "create", str(new / "recipe"), f"--version={recipe.version}", *profiles, *options, *confs,
+            "--build=missing", "--no-remote"]
+
+
+def _built_package(benv: BuildEnv, conan: list[str], reference: str, new: Path, log_path: Path) -> tuple[Path, int | None]:
+    """The package folder Conan built, and how many compile commands the build ran (its hermetic-commands.txt)."""
+    listing = benv.run([*conan, "list", f"{reference}:*", "--format=json"], what="find the built package", cwd=new,
+                       offline=False)
+    pkg_ids = _package_ids(listing, reference)
+    if len(pkg_ids) != 1:
+        raise BuildError("cannot find the package Conan built", f"found {len(pkg_ids)} packages", f"see {log_path}")
+    ref = f"{reference}:{pkg_ids[0]}"
+    pkg = Path(benv.run([*conan, "cache", "path", ref], what="locate the package", cwd=new, offline=False).strip())
+    bdir = Path(benv.run([*conan, "cache", "path", ref, "--folder", "build"], what="locate the build", cwd=new,
+                         offline=False).strip())
+    commands_file = next(iter(bdir.rglob("hermetic-commands.txt")), None)
+    return pkg, len(commands_file.read_text().splitlines()) if commands_file else None
+
+
+def _record(
+    inputs: BuildInputs, tc: toolchains.Toolchain, benv: BuildEnv, install: Path, entries: list[record.TreeEntry],
+    ptx: list[Path], ran: TestRun, jobs: int, started: float, wall: float, commands: int | None,
+    substitute_refused: str | None, cache_use: record.CompileCacheUse | None,
+    distributed: record.DistributedCompiles | None,
+) -> record.BuildRecord:
+    """The build's record (record.json)."""
+    recipe, variant, offline = inputs.recipe, inputs.variant, benv.offline
+    return record.BuildRecord(
         recipe=record.RecipeRef(recipe.name, recipe.version, recipe.digest()),
         variant=variant.name,
         options=tuple(sorted(dict(variant.options).items())),
@@ -377,9 +373,9 @@ def _build_into(
         source_archive=record.SourceArchive(inputs.source_archive.name, inputs.source_sha256),
         pruned=record.PrunedSource.from_json(inputs.pruned, "build inputs", "pruned") if inputs.pruned else None,
         prefix=recipe.prefix(variant.name),
-        source_date_epoch=epoch,
+        source_date_epoch=recipe.source_date_epoch,
         offline=record.Offline(offline.enforced, offline.method, offline.reason),
-        toolchain=record.ToolchainVersions.from_mapping(toolchain_versions(env)),
+        toolchain=record.ToolchainVersions.from_mapping(toolchain_versions(benv.env)),
         jobs=jobs,
         wall_time_s=round(wall, 1),
         started=times.iso(started),
@@ -391,144 +387,11 @@ def _build_into(
         install_root=str(install),
         tree=record.Tree.from_entries(entries),
         toolchain_id=record.ToolchainRef.from_mapping(tc.identity()),
-        arch=arch,
+        arch=toolchains.target_arch(tc),
         substitute_refused=substitute_refused,
         compile_cache=cache_use,
         distributed=distributed,
     )
-    record.write_record(new / "record.json", rec)
-    if not keep_build:
-        shutil.rmtree(conan_home, ignore_errors=True)
-    log(
-        f"build: done in {wall:.0f}s: {rec.tree.digest} "
-        f"({rec.tree.size / 1e6:.1f} MB, {len(entries)} entries) -> {install}"
-    )
-    return rec
-
-
-def zig_global_cache(cache_dir: Path) -> Path | None:
-    """zig's global cache, where it builds its runtimes (libc++, libc++abi, libunwind, compiler-rt, the glibc
-    stubs) on a build's first link: in this user's source cache, so that every build of theirs after the
-    first finds them built (in a fresh work dir, up to about 14 s of a warm nvptx rebuild's 43 s on the GPU
-    runner, by the file times in reports/scale-nvptx-h200/floor.json). No bit of the tree depends on where they are: the
-    installed libraries hold none of them, and a command that links strips their debug info (the one
-    place their directory is named). None where the source cache cannot be written: the work dir's then.
-    """
-    d = cache_dir / "zig-global"
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return d if os.access(d, os.W_OK | os.X_OK) else None
-
-
-def _use_compile_cache(
-    cache: settings_values.CompileCache, tc: toolchains.Toolchain, new: Path, env: dict[str, str],
-    offline: sandbox.Offline, log: Log, prefix: Path | None = None,
-) -> tuple[dict[str, str], record.CompileCacheUse]:
-    """Run the compiles through ccache with `cache` as its remote storage: CMake's compiler launchers, set
-    through Conan's conf, and a ccache.conf of this build's own (env CCACHE_CONFIGPATH; the host's CCACHE_*
-    variables never reach the build). `prefix`: the distributed build's launcher, which ccache runs its
-    misses' compiles through. Returns the launcher variables and the record's entry, stats to come.
-    """
-    ccache = compile_cache.find_ccache(cache, env.get("PATH"))
-    answered, seen = compile_cache.probe(cache)
-    log(f"build: compile cache {cache.shown} through {ccache.path} {ccache.version}: "
-        + (f"reachable: {seen}" if answered else f"not answering ({seen}): every compile runs, nothing is cached"))
-    scripts = ""
-    if tc.kind != "host":
-        # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
-        scripts = "\n".join(f"{k}\n{v}" for k, v in sorted(
-            wrappers.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
-    conf = compile_cache.write_config(
-        new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), scripts),
-        compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,
-    )
-    env["CCACHE_CONFIGPATH"] = str(conf)
-    # What the build could reach: the cache, and the network only where it ran without isolation.
-    network = "; no network besides (a fresh network namespace)" if offline.enforced else f"; and the network ({offline.reason})"
-    use = record.CompileCacheUse(cache.shown, seen + network, answered, ccache.path, ccache.version, None,
-                                 misses_to="the compile hosts (--distribute), through distcc" if prefix else "")
-    return {"CMAKE_C_COMPILER_LAUNCHER": ccache.path, "CMAKE_CXX_COMPILER_LAUNCHER": ccache.path}, use
-
-
-@dataclass
-class _Spread:
-    """A distributed build in progress: CMake's launchers, the relays, and what the record will say."""
-
-    dist: settings_values.Distribution
-    launchers: dict[str, str]
-    relayed: bool
-    relay: netrelay.Outside
-    inside: tuple[str, ...]  # the step's prefix that runs it behind the inside relay
-    answered: list[tuple[bool, str]]
-    client_log: Path
-    reachable: str
-    distcc: distribute.Distcc
-    compilers: tuple[str, ...]
-    jobs: int
-    sockets: Path
-    launch: Path  # the launcher script (also ccache's prefix_command behind a compile cache)
-
-    def finish(self, log: Log) -> record.DistributedCompiles:
-        try:
-            text = self.client_log.read_text(errors="replace")
-        except OSError:
-            text = ""
-        counts = distribute.parse_client_log(text)
-        refused = {i: self.relay.counts[p].refused for i, (p, _, _) in enumerate(self.relay.routes)} if self.relayed else {}
-        use = distribute.summarize(self.dist, self.relayed, self.answered, counts, refused, self.reachable, self.distcc,
-                                   self.compilers, self.jobs)
-        log(f"build: {use.remote} compiles on the hosts ("
-            + ", ".join(f"{h.address}: {h.compiles}" for h in use.hosts) + f"), {use.local} here"
-            + (f"; {use.note}" if use.note else ""))
-        return use
-
-
-def _use_distribution(
-    dist: settings_values.Distribution, tc: toolchains.Toolchain, zig_root: Path | None, zig_cache: Path, new: Path,
-    env: dict[str, str], offline: sandbox.Offline, jobs: int, log: Log,
-) -> _Spread:
-    """Send the compiles to `dist`'s hosts through distcc: CMake's compiler launchers (Conan's conf), the
-    identity-named wrappers on the build's PATH (distcc preprocesses with them here), distcc's own state and
-    log under the build, and the relays that make the hosts, and nothing else, reachable from the namespace.
-    """
-    if zig_root is None:  # check_usable refused the host toolchain before the plan ran
-        raise EnvironmentError_("--distribute needs the pinned toolchain unpacked", "", "run `hermetic fetch`")
-    found = distribute.find_distcc(env.get("PATH"))
-    base = new / "distcc"
-    wrappers = distribute.write_wrappers(tc, zig_root, zig_cache, base / "bin")
-    env["PATH"] = f"{base / 'bin'}{os.pathsep}{env['PATH']}"
-    launch = base / "launch"
-    launch.write_text(distribute.launcher_script(
-        found.path, {Path(env["CC"]): wrappers["cc"].name, Path(env["CXX"]): wrappers["c++"].name}))
-    launch.chmod(0o755)
-    launchers = {"CMAKE_C_COMPILER_LAUNCHER": str(launch), "CMAKE_CXX_COMPILER_LAUNCHER": str(launch)}
-    relayed = offline.enforced
-    # distcc's own log beside build.log (kept after the build): where each compile ran, and why any came back
-    client_log = new.parent / "distcc.log"
-    client_log.write_text("")
-    env.update(distribute.client_env(dist, relayed, base / "state", client_log))
-    answered = [distribute.probe(h) for h in dist.hosts]
-    # Unix socket paths are short (108 bytes): a directory of their own under /tmp, removed after the build.
-    sockets = Path(tempfile.mkdtemp(prefix="hermetic-distcc-"))
-    routes = [(str(sockets / f"{i}.sock"), h.host, h.port) for i, h in enumerate(dist.hosts)]
-    relay = netrelay.Outside(routes)
-    inside = tuple(netrelay.argv(sys.executable, [(distribute.INSIDE_PORT + i, p) for i, (p, _, _) in enumerate(routes)]))
-    if relayed:
-        reachable = (
-            "compile hosts " + ", ".join(h.address for h in dist.hosts) + ", each through a Unix socket relayed to it "
-            "alone (127.0.0.1:" + ", :".join(str(distribute.INSIDE_PORT + i) for i in range(len(dist.hosts)))
-            + " inside the namespace); no network besides (a fresh network namespace)"
-        )
-    else:
-        reachable = "compile hosts " + ", ".join(h.address for h in dist.hosts) + f" directly, and the network ({offline.reason})"
-    for h, (ok, seen) in zip(dist.hosts, answered, strict=True):
-        log(f"build: compile host {h.spec}: " + (seen if ok else f"not answering ({seen}): its share compiles here"))
-    log(f"build: compiles spread through {found.path} {found.version} as {wrappers['c++'].name} "
-        f"(the hosts need `hermetic toolchain compile-host`)")
-    return _Spread(dist, launchers, relayed, relay, inside, answered, client_log, reachable, found,
-                   tuple(p.name for p in wrappers.values()), jobs, sockets, launch)
 
 
 def _package_ids(listing: str, reference: str) -> list[str]:

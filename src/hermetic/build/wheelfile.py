@@ -21,13 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from hermetic.core.errors import BuildError
-from hermetic.model import record
 
-WHEEL_RECORD_SCHEMA = record.WHEEL_RECORD_SCHEMA
 # zip cannot store times before 1980; a wheel's entries get max(SOURCE_DATE_EPOCH, this).
 ZIP_EPOCH_MIN = 315532800
 _SKIP_IN_REPACK = ("RECORD", "RECORD.jws", "RECORD.p7s")
-
 
 
 

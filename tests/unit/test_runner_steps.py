@@ -175,3 +175,48 @@ def test_the_dry_run_prints_every_step_and_makes_nothing(tmp_path: Path) -> None
     assert "[run ] wheel-again" in by_name["wheel-again"]
     assert "hermetic build llvm --variant nvptx" in proc.stdout and "--toolchain zig" in proc.stdout
     assert not out.exists() and not work.exists()
+
+
+def test_with_a_bundle_every_build_takes_it_and_nothing_carried(tmp_path: Path) -> None:
+    from devtools.runner import bundle, steps_bench, steps_llvm
+
+    ctx = make_ctx(tmp_path, "--bundle", str(tmp_path / "b"), "--compare-host")
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "bundle-llvm-nvptx", "sha256:" + "ab" * 32, "nvptx", "cd" * 32, 9,
+                               10**8, {"name": "llvm-project-19.1.7.src-nvptx.tar.xz", "sha256": "ef" * 32}, {})
+    ctx.bundle_source = tmp_path / "work" / "bundle-source" / "llvm-project-19.1.7.src-nvptx.tar.xz"
+    b = ["--bundle", str(tmp_path / "b")]
+    nvptx = steps_llvm.build_args(ctx, "nvptx", tmp_path / "w")
+    assert nvptx[4:6] == b and "--source" not in nvptx  # the bundle's own variant: from its pruned source, as planned
+    support = steps_llvm.build_args(ctx, "support", tmp_path / "w")
+    assert support[4:8] == [*b, "--source", str(ctx.bundle_source)]  # another: from that archive by path
+    for args in (nvptx, support, steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"))):
+        assert "--wheelhouse" not in args and "--mirror" not in args
+    # tilec's wheel from the bundle's own src/compiler (no PROJECT); a baseline from its own
+    assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"))[:3] == ["wheel", "--llvm", "P"]
+    assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"), project=Path("base"))[:2] == ["wheel", "base"]
+    assert [*b] == steps_wheel.wheel_inputs(ctx)
+
+    # a bundle the bundle step could not open: no build runs from anything else
+    ctx.bundle = None
+    got = plans(ctx)
+    assert got["bundle"].state is State.RUN
+    assert all(got[n] == skip("bundle failed") for n in ("build-support", "build-llvm", "build-host"))
+    assert steps_bench.BuildHost().plan(ctx) == skip("bundle failed")
+    without = plans(make_ctx(tmp_path))
+    assert without["bundle"].state is State.SKIP and without["build-llvm"].state is State.RUN
+
+
+def test_a_bundle_build_must_have_its_plans_inputs_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from devtools.runner import bundle, steps_llvm
+
+    ctx = make_ctx(tmp_path, "--bundle", str(tmp_path / "b"))
+    planned = record().inputs_digest
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "n", "sha256:" + "ab" * 32, "nvptx", planned, 9, 1, {"name": "p"}, {})
+    monkeypatch.setattr(Context, "hermetic", lambda self, *a, **k: {"record": str(RECORD)})
+    got = execute([Fake("install-wheels"), steps_llvm.BuildLlvm()], ctx, tmp_path / "logs")
+    assert got[1].state is State.DONE
+    assert json.loads((ctx.out / "report.json").read_text())["bundle"]["matches_plan"] is True
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "n", "sha256:" + "ab" * 32, "nvptx", "0" * 64, 9, 1, {"name": "p"}, {})
+    got = execute([Fake("install-wheels"), steps_llvm.BuildLlvm()], ctx, tmp_path / "logs")
+    assert got[1].state is State.FAILED and "not its plan's" in got[1].reason
+    assert json.loads((ctx.out / "report.json").read_text())["bundle"]["matches_plan"] is False

@@ -17,6 +17,10 @@
 #                                               scale-logs.tar.xz: each run's build.log, record.json,
 #                                               ninja log and distcc logs, and times.txt (mtimes of the
 #                                               configure's, ninja's and zig's outputs) -> $OUT
+#   device.sh stash [PART_DIR...]               the bundle parts this call carries (default: .bundle-parts/part-*),
+#                                               each checked, copied out of the checkout to $BASE/parts
+#   device.sh join                              the stashed parts joined into $BASE/bundle, every blob checked
+#                                               against its digest; then start ... --bundle $BASE/bundle
 set -uo pipefail
 
 BASE=${HERMETIC_DEVICE_BASE:-/tmp/hr}
@@ -144,6 +148,19 @@ case $cmd in
         ;;
     esac
     ;;
+  stash)
+    # parts are ignored paths: gone in the next call unless copied out of the checkout now
+    shopt -s nullglob
+    given=()
+    for p in "$@"; do given+=("$(realpath -m "$p")"); done
+    (($#)) || given=("$HERE"/.bundle-parts/part-*)
+    ((${#given[@]})) || { echo "no bundle part in this call: carry .bundle-parts/part-NN-of-MM and stash it"; exit 2; }
+    (cd "$HERE" && "${PYTHON:-python3}" -m devtools.runner.parts stash "${given[@]}" --into "$BASE/parts") || exit
+    ls "$BASE"/parts/*/
+    ;;
+  join)
+    (cd "$HERE" && "${PYTHON:-python3}" -m devtools.runner.parts join --from "$BASE/parts" --output "$BASE/bundle")
+    ;;
   *)
-    sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 2 ;;
+    sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac

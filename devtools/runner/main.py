@@ -17,13 +17,14 @@ from .core import Context, Outcome, Report, State, Step, StepFailed, execute, no
 from .options import Options, UsageError, resolve, shown
 from .steps_bench import BenchToolchain, BuildHost, ColdAb, CompareHost, Scale, ScaleTools, TilecBench
 from .steps_llvm import BuildLlvm, BuildSupport, Golden, InstallQemu, InstallWheels, OpenBundle, Pack, Ptxas
+from .steps_sign import Image, Sign
 from .steps_wheel import PROBE, GpuTests, LlvmliteTests, NumbaSmoke, Venv, Wheel, WheelAgain
 
 REPO = Path(__file__).resolve().parents[2]
 
 STEPS: tuple[type[Step], ...] = (
     InstallWheels, InstallQemu, OpenBundle, ScaleTools, Scale, BuildSupport, BuildLlvm, Golden, Ptxas, Wheel, Venv, GpuTests,
-    LlvmliteTests, NumbaSmoke, Pack, WheelAgain, TilecBench, ColdAb, BuildHost, CompareHost, BenchToolchain,
+    LlvmliteTests, NumbaSmoke, Pack, Image, Sign, WheelAgain, TilecBench, ColdAb, BuildHost, CompareHost, BenchToolchain,
 )
 
 # Every key of report.json, null until a step fills it: the report has one shape whatever ran.
@@ -32,14 +33,14 @@ REPORT_KEYS = (
     "offline", "steps", "step_wall_s", "bundle", "source", "toolchain", "wheelhouse", "llvm_version", "carried_wheels",
     "llvm", "llvm_support", "variants", "golden", "ptxas_check", "wheel", "venv", "tests", "gpu_tier",
     "install_tree_archive", "wheel_again", "llvmlite_wheel", "llvmlite_tests", "numba_smoke", "tilec_bench", "cold_ab",
-    "compare_host", "bench_toolchain", "bench_cross", "scale",
+    "compare_host", "bench_toolchain", "bench_cross", "scale", "second_builder",
 )
 
 # What an earlier run left in OUT and this one writes again (nothing else there is removed).
 OUTPUTS = ("done", "report.json", "junit.xml", "*.whl", "*.whl.cdx.json", "*.whl.intoto.json", "wheel-record.json",
            "record.json", "support-record.json", "host-record.json", "*.ptx", "ptxas.txt", "toolchain-build-*.json",
            "cross-build-*.json", "llvmlite-*", "wheel-again.json", "tilec-bench", "cold-*", "scale-*.json",
-           "llvm-*-install.tar.xz.part-*", "llvm-*-install.parts.sha256")
+           "llvm-*-install.tar.xz.part-*", "llvm-*-install.parts.sha256", "signed", "evidence", "lookaside")
 
 
 def commit(opts: Options) -> str:

@@ -157,6 +157,16 @@ class Options:
     scale_hosts: int = field(metadata=_row("--scale-hosts", N, "distccd daemons of --scale", 2, metavar="N"))
     scale_slots: int | None = field(metadata=_row(
         "--scale-slots", N, "jobs each distccd of --scale takes (half the jobs)", metavar="N"))
+    sign_key: Path | None = field(metadata=_row(
+        "--sign-key", P, "as a second builder: the variant's image (`hermetic image llvm`), signed with this ECDSA "
+        "P-256 key as --identity, and its in-toto links (OUT/evidence); needs --identity", metavar="FILE"))
+    gpg_key: Path | None = field(metadata=_row(
+        "--gpg-key", P, "with --sign-key: the image signed with this OpenPGP key too, the signature Debian's containers "
+        "tools enforce, into --lookaside", metavar="FILE"))
+    lookaside: Path | None = field(metadata=_row(
+        "--lookaside", P, "where --gpg-key's signature goes (OUT/lookaside)", metavar="DIR"))
+    identity: str | None = field(metadata=_row(
+        "--identity", T, "the reference the image is signed as, the one it is pulled by", metavar="REGISTRY/REPO:TAG"))
     commit: str | None = field(metadata=_row(
         "--commit", T, "the commit the report names (git rev-parse HEAD)", metavar="REV"))
     golden: Path = field(metadata=_row(
@@ -234,6 +244,14 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], repo: Path) -> Options:
     if opts.cold_ab and opts.baseline_src is None:
         raise UsageError("--cold-ab compares with the baseline, and none is given",
                          "give the baseline's source with --baseline-src DIR (HERMETIC_RUNNER_BASELINE_SRC)")
+    if opts.sign_key is not None and not opts.identity:
+        raise UsageError("--sign-key signs the image as the reference it is pulled by, and no --identity is given",
+                         "pass --identity REGISTRY/REPO:TAG (HERMETIC_RUNNER_IDENTITY)")
+    if (opts.gpg_key or opts.identity) and opts.sign_key is None:
+        raise UsageError("--gpg-key and --identity sign as a second builder, and no --sign-key is given",
+                         "pass --sign-key FILE (`hermetic key generate` writes one)")
+    if opts.gpg_key and opts.lookaside is None:
+        opts = replace(opts, lookaside=opts.out / "lookaside")
     if opts.jobs < 1:
         raise UsageError(f"--jobs {opts.jobs}: at least one job", "pass --jobs N with N >= 1")
     return opts

@@ -125,3 +125,14 @@ def test_what_a_bundle_holds_is_not_taken_from_elsewhere_too(tmp_path: Path, arg
         resolve(["--bundle", "b", *argv], env, tmp_path)
     text = f"{exc.value.what} {exc.value.fix}"
     assert all(w in text for w in words), text
+
+
+def test_signing_as_a_second_builder_needs_a_key_and_the_reference(tmp_path: Path) -> None:
+    got = resolve(["--out", "/o", "--sign-key", "k", "--gpg-key", "g", "--identity", "r.example/l/n:1"], {}, tmp_path)
+    assert got.lookaside == Path("/o/lookaside")  # where device.sh's collect finds the OpenPGP signature
+    assert resolve(["--sign-key", "k", "--identity", "r/n:1"], {}, tmp_path).lookaside is None
+    for argv, words in ((["--sign-key", "k"], ("--identity",)), (["--gpg-key", "g"], ("--sign-key",)),
+                        (["--identity", "r/n:1"], ("--sign-key",))):
+        with pytest.raises(UsageError) as exc:
+            resolve(argv, {}, tmp_path)
+        assert all(w in f"{exc.value.what} {exc.value.fix}" for w in words), argv

@@ -220,3 +220,17 @@ def test_a_bundle_build_must_have_its_plans_inputs_digest(tmp_path: Path, monkey
     got = execute([Fake("install-wheels"), steps_llvm.BuildLlvm()], ctx, tmp_path / "logs")
     assert got[1].state is State.FAILED and "not its plan's" in got[1].reason
     assert json.loads((ctx.out / "report.json").read_text())["bundle"]["matches_plan"] is False
+
+
+def test_the_second_builders_steps_run_only_with_a_key(tmp_path: Path) -> None:
+    assert {n: d.reason for n, d in plans(make_ctx(tmp_path)).items() if n in ("image", "sign")} == {
+        "image": "not asked (--sign-key)", "sign": "not asked (--sign-key)"}
+    key = str(tmp_path / "k.key")
+    ctx = make_ctx(tmp_path, "--sign-key", key, "--gpg-key", "g.key", "--identity", "r.example/llvm/nvptx:19.1.7")
+    got = plans(ctx)
+    assert got["image"].state is State.RUN and got["sign"] == run("as r.example/llvm/nvptx:19.1.7")
+    from devtools.runner.steps_sign import Sign
+
+    sign, links = Sign().commands(ctx)
+    assert sign[:3] == ["hermetic", "sign", str(ctx.work / "image")] and "--gpg-key" in sign and "--lookaside" in sign
+    assert links[1:3] == ["intoto", "links"] and "--links-only" in links and links[-2:] == ["--sign-key", key]

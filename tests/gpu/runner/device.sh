@@ -17,6 +17,9 @@
 #                                               scale-logs.tar.xz: each run's build.log, record.json,
 #                                               ninja log and distcc logs, and times.txt (mtimes of the
 #                                               configure's, ninja's and zig's outputs) -> $OUT
+#   device.sh collect sign                      --sign-key's second-builder.tar: the image layout but its layers
+#                                               (signatures, SBOM, provenance), the in-toto links, the OpenPGP
+#                                               lookaside -> $OUT (the image's digest is in report.json)
 #   device.sh stash [PART_DIR...]               the bundle parts this call carries (default: .bundle-parts/part-*),
 #                                               each checked, copied out of the checkout to $BASE/parts
 #   device.sh join                              the stashed parts joined into $BASE/bundle, every blob checked
@@ -137,6 +140,10 @@ case $cmd in
         fi
         ls -l "$OUT"
         ;;
+      sign)
+        (cd "$RUN_OUT" && shopt -s nullglob && tar -cf "$OUT/second-builder.tar" signed evidence lookaside)
+        tar -tvf "$OUT/second-builder.tar" | awk '{print $3, $6}'
+        ;;
       parts)
         first=${2:-0}
         shopt -s nullglob
@@ -162,5 +169,5 @@ case $cmd in
     (cd "$HERE" && "${PYTHON:-python3}" -m devtools.runner.parts join --from "$BASE/parts" --output "$BASE/bundle")
     ;;
   *)
-    sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 2 ;;
+    sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac

@@ -158,7 +158,7 @@ class Options:
     scale_slots: int | None = field(metadata=_row(
         "--scale-slots", N, "jobs each distccd of --scale takes (half the jobs)", metavar="N"))
     sign_key: Path | None = field(metadata=_row(
-        "--sign-key", P, "as a second builder: the variant's image (`hermetic image llvm`), signed with this ECDSA "
+        "--sign-key", P, "as a second builder: each variant's image (`hermetic image llvm`), signed with this ECDSA "
         "P-256 key as --identity, and its in-toto links (OUT/evidence); needs --identity", metavar="FILE"))
     gpg_key: Path | None = field(metadata=_row(
         "--gpg-key", P, "with --sign-key: the image signed with this OpenPGP key too, the signature Debian's containers "
@@ -166,7 +166,8 @@ class Options:
     lookaside: Path | None = field(metadata=_row(
         "--lookaside", P, "where --gpg-key's signature goes (OUT/lookaside)", metavar="DIR"))
     identity: str | None = field(metadata=_row(
-        "--identity", T, "the reference the image is signed as, the one it is pulled by", metavar="REGISTRY/REPO:TAG"))
+        "--identity", T, "the reference an image is signed as, the one it is pulled by; {variant} in it names each variant's "
+        "(without it, only --variant's image is signed)", metavar="REGISTRY/REPO:TAG"))
     commit: str | None = field(metadata=_row(
         "--commit", T, "the commit the report names (git rev-parse HEAD)", metavar="REV"))
     golden: Path = field(metadata=_row(

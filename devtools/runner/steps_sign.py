@@ -1,4 +1,4 @@
-"""The runner as a second builder: the variant's image written, signed as its reference, and its in-toto links."""
+"""The runner as a second builder: the image of each variant it built, signed as its reference, and its in-toto links."""
 
 from __future__ import annotations
 
@@ -8,61 +8,94 @@ from pathlib import Path
 
 from .core import Context, Decision, State, Step, StepFailed, run, skip
 
-# what device.sh's collect brings back of the signed image: all but its layers (the other builder has those bytes)
-SIGNED_DIR = "signed"
+BUILDS = ("build-support", "build-llvm")  # the steps whose trees are imaged and signed
+VARIANT = "{variant}"
 
 
-def image_dir(ctx: Context) -> Path:
-    return ctx.work / "image"
+def identity_for(ctx: Context, variant: str) -> str | None:
+    """The reference the variant's image is signed as: --identity with {variant} filled in; without {variant} in it,
+    only the main variant's (one reference names one image)."""
+    ref = ctx.opts.identity or ""
+    if VARIANT in ref:
+        return ref.replace(VARIANT, variant)
+    return ref if variant == ctx.opts.variant else None
 
 
-def image_args(ctx: Context, record: Path | str) -> list[str]:
+def image_dir(ctx: Context, variant: str) -> Path:
+    return ctx.work / "image" / variant
+
+
+def image_args(ctx: Context, record: Path | str, variant: str) -> list[str]:
     """The image with its SBOM and provenance, their DSSE envelopes signed with the key (the image's digest is the
     same without them: they are referrers beside it)."""
-    return ["image", "llvm", "--record", str(record), "--output", str(image_dir(ctx)), "--work-dir",
+    return ["image", "llvm", "--record", str(record), "--output", str(image_dir(ctx, variant)), "--work-dir",
             str(ctx.work / "hermetic"), "--sign-key", str(ctx.opts.sign_key), "--quiet"]
 
 
+def sign_args(ctx: Context, variant: str, ref: str) -> list[str]:
+    o = ctx.opts
+    return ["sign", str(image_dir(ctx, variant)), "--identity", ref, "--sign-key", str(o.sign_key),
+            *(["--gpg-key", str(o.gpg_key), "--lookaside", str(o.lookaside)] if o.gpg_key else [])]
+
+
+def links_args(ctx: Context, record: Path | str, variant: str) -> list[str]:
+    """Its in-toto links, with the wheel built against the main variant's tree."""
+    o = ctx.opts
+    wheel = ctx.wheel if variant == o.variant else None
+    return ["intoto", "links", str(ctx.out / "evidence" / variant), "--record", str(record),
+            "--image", str(image_dir(ctx, variant)), *(["--wheel", str(wheel)] if wheel else []),
+            *(["--llvm-recipe", o.llvm_recipe] if o.llvm_recipe else []), "--links-only", "--sign-key", str(o.sign_key)]
+
+
+def built(ctx: Context) -> list[tuple[str, Path, str]]:
+    """(variant, record, reference) of each tree built here that is signed."""
+    out = []
+    for step in BUILDS:
+        if step in ctx.records:
+            variant = ctx.records[step].variant
+            ref = identity_for(ctx, variant)
+            if ref:
+                out.append((variant, ctx.record_paths[step], ref))
+    return out
+
+
 class Image(Step):
-    """`hermetic image llvm` of the variant built here: its manifest digest is what both builders sign."""
+    """`hermetic image llvm` of each variant built here: its manifest digest is what both builders sign."""
 
     name = "image"
     needs = ("build-llvm",)
 
     def plan(self, ctx: Context) -> Decision:
-        return run() if ctx.opts.sign_key else skip("not asked (--sign-key)")
+        if not ctx.opts.sign_key:
+            return skip("not asked (--sign-key)")
+        if VARIANT not in (ctx.opts.identity or ""):
+            return run(f"{ctx.opts.variant} only: --identity has no {VARIANT} for the other trees")
+        return run()
 
     def commands(self, ctx: Context) -> list[list[str]]:
-        return [["hermetic", *image_args(ctx, "RECORD")]]
+        return [["hermetic", *image_args(ctx, "RECORD", "VARIANT")]]
 
     def run(self, ctx: Context) -> State:
-        shutil.rmtree(image_dir(ctx), ignore_errors=True)  # ours: written by an earlier run
-        ctx.sh([ctx.python, "-m", "hermetic", *image_args(ctx, ctx.record_paths["build-llvm"])])
-        index = json.loads((image_dir(ctx) / "index.json").read_text())
-        digest = index["manifests"][0]["digest"]
-        ctx.report.set("second_builder", {"image": {"manifest_digest": digest, "layout": str(image_dir(ctx)),
-                                                    "name": index["manifests"][0].get("annotations", {}).get(
-                                                        "org.opencontainers.image.ref.name")}})
-        ctx.note(f"image {digest}")
+        shutil.rmtree(ctx.work / "image", ignore_errors=True)  # ours: written by an earlier run
+        ctx.report.set("second_builder", {})
+        for key in (ctx.opts.sign_key, ctx.opts.gpg_key):
+            if key is not None and not key.is_file():
+                raise StepFailed(f"no signing key at {key}: carry it (`hermetic key generate` writes one)")
+        for variant, record, ref in built(ctx):
+            ctx.sh([ctx.python, "-m", "hermetic", *image_args(ctx, record, variant)])
+            index = json.loads((image_dir(ctx, variant) / "index.json").read_text())
+            digest = index["manifests"][0]["digest"]
+            ctx.report.merge("second_builder", {variant: {"identity": ref, "image": {
+                "manifest_digest": digest, "layout": str(image_dir(ctx, variant)),
+                "name": index["manifests"][0].get("annotations", {}).get("org.opencontainers.image.ref.name")}}})
+            ctx.note(f"{variant}: image {digest}, to be signed as {ref}")
         return State.OK
 
 
-def sign_args(ctx: Context) -> list[str]:
-    o = ctx.opts
-    return ["sign", str(image_dir(ctx)), "--identity", str(o.identity), "--sign-key", str(o.sign_key),
-            *(["--gpg-key", str(o.gpg_key), "--lookaside", str(o.lookaside)] if o.gpg_key else [])]
-
-
-def links_args(ctx: Context, record: Path | str) -> list[str]:
-    o = ctx.opts
-    return ["intoto", "links", str(ctx.out / "evidence"), "--record", str(record), "--image", str(image_dir(ctx)),
-            *(["--wheel", str(ctx.wheel)] if ctx.wheel else []),
-            *(["--llvm-recipe", o.llvm_recipe] if o.llvm_recipe else []), "--links-only", "--sign-key", str(o.sign_key)]
-
-
 class Sign(Step):
-    """The image signed as --identity (`hermetic sign LAYOUT`), its in-toto links signed with the same key; the layout
-    but its layers into OUT/signed, the links into OUT/evidence, the OpenPGP signature into the lookaside."""
+    """Each image signed as its reference (`hermetic sign LAYOUT`), its in-toto links signed with the same key; the
+    layout but its layers into OUT/signed/VARIANT, the links into OUT/evidence/VARIANT, the OpenPGP signature into
+    the lookaside."""
 
     name = "sign"
     needs = ("image",)
@@ -71,28 +104,27 @@ class Sign(Step):
         return run(f"as {ctx.opts.identity}") if ctx.opts.sign_key else skip("not asked (--sign-key)")
 
     def commands(self, ctx: Context) -> list[list[str]]:
-        return [["hermetic", *sign_args(ctx)], ["hermetic", *links_args(ctx, "RECORD")]]
+        ref = identity_for(ctx, ctx.opts.variant) or ""
+        return [["hermetic", *sign_args(ctx, "VARIANT", ref)], ["hermetic", *links_args(ctx, "RECORD", "VARIANT")]]
 
     def run(self, ctx: Context) -> State:
-        for key in (ctx.opts.sign_key, ctx.opts.gpg_key):
-            if key is not None and not key.is_file():
-                raise StepFailed(f"no signing key at {key}: carry it (`hermetic key generate` writes one)")
-        ctx.sh([ctx.python, "-m", "hermetic", *sign_args(ctx)])
-        evidence = ctx.out / "evidence"
-        shutil.rmtree(evidence, ignore_errors=True)  # ours: written by an earlier run
-        ctx.sh([ctx.python, "-m", "hermetic", *links_args(ctx, ctx.record_paths["build-llvm"])])
-        signed = strip_layers(image_dir(ctx), ctx.out / SIGNED_DIR)
-        lookaside = sorted(str(p.relative_to(ctx.opts.lookaside)) for p in ctx.opts.lookaside.rglob("*")
-                           if p.is_file()) if ctx.opts.lookaside and ctx.opts.lookaside.is_dir() else []
-        ctx.report.merge("second_builder", {
-            "identity": ctx.opts.identity, "signed": signed, "lookaside": lookaside,
-            "links": sorted(p.name for p in (evidence / "links").glob("*.link"))})
+        for d in (ctx.out / "evidence", ctx.out / "signed"):
+            shutil.rmtree(d, ignore_errors=True)  # ours: written by an earlier run
+        for variant, record, ref in built(ctx):
+            ctx.sh([ctx.python, "-m", "hermetic", *sign_args(ctx, variant, ref)])
+            ctx.sh([ctx.python, "-m", "hermetic", *links_args(ctx, record, variant)])
+            signed = strip_layers(image_dir(ctx, variant), ctx.out / "signed" / variant)
+            links = sorted(p.name for p in (ctx.out / "evidence" / variant / "links").glob("*.link"))
+            ctx.report.merge("second_builder", {variant: ctx.report.data["second_builder"][variant] | {
+                "signed": signed, "links": links}})
+        look = ctx.opts.lookaside
+        found = sorted(str(p.relative_to(look)) for p in look.rglob("*") if p.is_file()) if look and look.is_dir() else []
+        ctx.report.merge("second_builder", {"lookaside": found})
         return State.OK
 
 
 def strip_layers(layout: Path, dest: Path) -> list[str]:
     """The layout without its image's layers: index, referrers (the signatures, SBOM, provenance) and small blobs."""
-    shutil.rmtree(dest, ignore_errors=True)  # ours: written by an earlier run
     index = json.loads((layout / "index.json").read_text())
     layers = set()
     for m in index["manifests"]:

@@ -228,9 +228,18 @@ def test_the_second_builders_steps_run_only_with_a_key(tmp_path: Path) -> None:
     key = str(tmp_path / "k.key")
     ctx = make_ctx(tmp_path, "--sign-key", key, "--gpg-key", "g.key", "--identity", "r.example/llvm/nvptx:19.1.7")
     got = plans(ctx)
-    assert got["image"].state is State.RUN and got["sign"] == run("as r.example/llvm/nvptx:19.1.7")
-    from devtools.runner.steps_sign import Sign
+    assert got["image"] == run("nvptx only: --identity has no {variant} for the other trees")
+    assert got["sign"] == run("as r.example/llvm/nvptx:19.1.7")
+    from devtools.runner import steps_sign
 
-    sign, links = Sign().commands(ctx)
-    assert sign[:3] == ["hermetic", "sign", str(ctx.work / "image")] and "--gpg-key" in sign and "--lookaside" in sign
+    sign, links = steps_sign.Sign().commands(ctx)
+    assert sign[:3] == ["hermetic", "sign", str(ctx.work / "image" / "VARIANT")] and "--lookaside" in sign
+    assert sign[sign.index("--identity") + 1] == "r.example/llvm/nvptx:19.1.7" and "--gpg-key" in sign
     assert links[1:3] == ["intoto", "links"] and "--links-only" in links and links[-2:] == ["--sign-key", key]
+
+    assert steps_sign.identity_for(ctx, "nvptx") == "r.example/llvm/nvptx:19.1.7"
+    assert steps_sign.identity_for(ctx, "support") is None  # one reference names one image
+    ctx = make_ctx(tmp_path, "--sign-key", key, "--identity", "r.example/llvm/{variant}:19.1.7")
+    assert plans(ctx)["image"] == run()
+    assert [steps_sign.identity_for(ctx, v) for v in ("nvptx", "support")] == [
+        "r.example/llvm/nvptx:19.1.7", "r.example/llvm/support:19.1.7"]

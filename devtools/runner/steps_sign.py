@@ -59,6 +59,10 @@ def built(ctx: Context) -> list[tuple[str, Path, str]]:
     return out
 
 
+def unasked(ctx: Context) -> Decision | None:
+    return None if ctx.opts.sign_key else skip("not asked (--sign-key)")
+
+
 class Image(Step):
     """`hermetic image llvm` of each variant built here: its manifest digest is what both builders sign."""
 
@@ -66,11 +70,8 @@ class Image(Step):
     needs = ("build-llvm",)
 
     def plan(self, ctx: Context) -> Decision:
-        if not ctx.opts.sign_key:
-            return skip("not asked (--sign-key)")
-        if VARIANT not in (ctx.opts.identity or ""):
-            return run(f"{ctx.opts.variant} only: --identity has no {VARIANT} for the other trees")
-        return run()
+        only = VARIANT not in (ctx.opts.identity or "")
+        return unasked(ctx) or run(f"{ctx.opts.variant} only: --identity has no {VARIANT} for the other trees" if only else "")
 
     def commands(self, ctx: Context) -> list[list[str]]:
         return [["hermetic", *image_args(ctx, "RECORD", "VARIANT")]]
@@ -101,7 +102,7 @@ class Sign(Step):
     needs = ("image",)
 
     def plan(self, ctx: Context) -> Decision:
-        return run(f"as {ctx.opts.identity}") if ctx.opts.sign_key else skip("not asked (--sign-key)")
+        return unasked(ctx) or run(f"as {ctx.opts.identity}")
 
     def commands(self, ctx: Context) -> list[list[str]]:
         ref = identity_for(ctx, ctx.opts.variant) or ""

@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from .options import Options
+
+if TYPE_CHECKING:
+    from .bundle import Bundle
 
 SCHEMA = "hermetic.gpu-runner-report/2"
 
@@ -97,6 +100,8 @@ class Context:
     log: IO[str] | None = None  # the running step's log
     # what earlier steps produced
     site: Path | None = None  # the carried wheels' private target
+    bundle: Bundle | None = None  # --bundle's index (read by the bundle step, or by a dry run)
+    bundle_source: Path | None = None  # its pruned archive taken out, for the variants it was not made for
     records: dict[str, Any] = field(default_factory=dict)  # step name -> hermetic.record.BuildRecord
     record_paths: dict[str, Path] = field(default_factory=dict)
     ptxas: Path | None = None

@@ -12,34 +12,35 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import facts
-from .core import Context, Outcome, Report, State, Step, execute, now, render, say
+from . import bundle, facts
+from .core import Context, Outcome, Report, State, Step, StepFailed, execute, now, render, say
 from .options import Options, UsageError, resolve, shown
 from .steps_bench import BenchToolchain, BuildHost, ColdAb, CompareHost, Scale, ScaleTools, TilecBench
-from .steps_llvm import BuildLlvm, BuildSupport, Golden, InstallQemu, InstallWheels, Pack, Ptxas
+from .steps_llvm import BuildLlvm, BuildSupport, Golden, InstallQemu, InstallWheels, OpenBundle, Pack, Ptxas
+from .steps_sign import Image, Sign
 from .steps_wheel import PROBE, GpuTests, LlvmliteTests, NumbaSmoke, Venv, Wheel, WheelAgain
 
 REPO = Path(__file__).resolve().parents[2]
 
 STEPS: tuple[type[Step], ...] = (
-    InstallWheels, InstallQemu, ScaleTools, Scale, BuildSupport, BuildLlvm, Golden, Ptxas, Wheel, Venv, GpuTests,
-    LlvmliteTests, NumbaSmoke, Pack, WheelAgain, TilecBench, ColdAb, BuildHost, CompareHost, BenchToolchain,
+    InstallWheels, InstallQemu, OpenBundle, ScaleTools, Scale, BuildSupport, BuildLlvm, Golden, Ptxas, Wheel, Venv, GpuTests,
+    LlvmliteTests, NumbaSmoke, Pack, Image, Sign, WheelAgain, TilecBench, ColdAb, BuildHost, CompareHost, BenchToolchain,
 )
 
 # Every key of report.json, null until a step fills it: the report has one shape whatever ran.
 REPORT_KEYS = (
     "started", "finished", "result", "exit_code", "failures", "commit", "options", "machine", "versions", "jobs",
-    "offline", "steps", "step_wall_s", "source", "toolchain", "wheelhouse", "llvm_version", "carried_wheels",
+    "offline", "steps", "step_wall_s", "bundle", "source", "toolchain", "wheelhouse", "llvm_version", "carried_wheels",
     "llvm", "llvm_support", "variants", "golden", "ptxas_check", "wheel", "venv", "tests", "gpu_tier",
     "install_tree_archive", "wheel_again", "llvmlite_wheel", "llvmlite_tests", "numba_smoke", "tilec_bench", "cold_ab",
-    "compare_host", "bench_toolchain", "bench_cross", "scale",
+    "compare_host", "bench_toolchain", "bench_cross", "scale", "second_builder",
 )
 
 # What an earlier run left in OUT and this one writes again (nothing else there is removed).
 OUTPUTS = ("done", "report.json", "junit.xml", "*.whl", "*.whl.cdx.json", "*.whl.intoto.json", "wheel-record.json",
            "record.json", "support-record.json", "host-record.json", "*.ptx", "ptxas.txt", "toolchain-build-*.json",
            "cross-build-*.json", "llvmlite-*", "wheel-again.json", "tilec-bench", "cold-*", "scale-*.json",
-           "llvm-*-install.tar.xz.part-*", "llvm-*-install.parts.sha256")
+           "llvm-*-install.tar.xz.part-*", "llvm-*-install.parts.sha256", "signed", "evidence", "lookaside")
 
 
 def commit(opts: Options) -> str:
@@ -55,7 +56,9 @@ def commit(opts: Options) -> str:
 def start_facts(opts: Options, offline: str, fallback: str | None) -> dict[str, Any]:
     return dict.fromkeys(REPORT_KEYS) | {
         "started": now(), "commit": commit(opts), "options": shown(opts), "machine": facts.machine(), "jobs": opts.jobs,
-        "offline": {"requested": offline, "fallback": fallback}, "source": facts.source(opts.source),
+        "offline": {"requested": offline, "fallback": fallback},
+        "source": facts.source(opts.source) if opts.bundle is None else None,
+        "bundle": {"dir": str(opts.bundle)} if opts.bundle else None,
         "toolchain": {"requested": opts.toolchain, "mirror": str(opts.mirror) if opts.mirror else None,
                       "mirror_slim": facts.mirror_slim(opts.mirror)},
         "wheelhouse": str(opts.wheelhouse) if opts.wheelhouse else None, "llvm_version": opts.llvm_version,
@@ -102,13 +105,27 @@ def finish(ctx: Context, outcomes: list[Outcome], rc: int) -> None:
     }
     versions |= {"tilec": (versions["venv"] or {}).get("tilec"),
                  "python": (versions["venv"] or versions["host_python"] or {}).get("python")}
-    report.data["toolchain"] = {**report.data["toolchain"], "unpacked": facts.unpacked_toolchains(ctx.work / "cache")}
+    # a bundle feeds a cache of its own in each work dir it is built in
+    caches = [ctx.work / "cache", *sorted(ctx.work.glob("hermetic/bundle/*/cache"))]
+    report.data["toolchain"] = {**report.data["toolchain"],
+                                "unpacked": [t for c in caches for t in facts.unpacked_toolchains(c)]}
     report.data |= {
         "finished": now(), "result": "passed" if rc == 0 else "failed", "exit_code": rc,
         "failures": failures(outcomes, logs), "versions": versions,
         "gpu_tier": {"status": gpu.as_json()["status"] if gpu else None, "reason": gpu.reason if gpu else None},
     }
     report.write()
+
+
+def dry_bundle(ctx: Context) -> str:
+    """What a dry run says of --bundle: its name, manifest digest and plan, read from its index (not yet checked)."""
+    assert ctx.opts.bundle is not None
+    try:
+        b = ctx.bundle = bundle.read(ctx.opts.bundle)
+    except StepFailed as exc:
+        return f"{ctx.opts.bundle}: cannot be read ({exc})"
+    return (f"{b.path}: {b.name} {b.digest}, {b.inputs} inputs, {b.size / 1e6:.1f} MB, made for {b.variant} "
+            f"(build inputs digest {b.build_inputs_digest})")
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
@@ -126,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.dry_run:
         ctx = context(opts, Report(None, {}), offline)
         print(f"offline: {offline}" + (f" ({fallback})" if fallback else ""))
+        if opts.bundle is not None:
+            print(f"bundle: {dry_bundle(ctx)}")
         print(render(steps, ctx))
         return 0
     for d in (opts.out, opts.work):
@@ -134,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ctx = context(opts, Report(opts.out / "report.json", start_facts(opts, offline, fallback)), offline)
     if fallback:
         say(f"WARNING: {fallback}")
-    say(f"repo {REPO}, out {opts.out}, work {opts.work}, jobs {opts.jobs}, source {opts.source}")
+    say(f"repo {REPO}, out {opts.out}, work {opts.work}, jobs {opts.jobs}, "
+        + (f"bundle {opts.bundle}" if opts.bundle else f"source {opts.source}"))
     signal.signal(signal.SIGTERM, _terminated)
     outcomes: list[Outcome] = []
 

@@ -6,10 +6,11 @@ import argparse
 import enum
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 ENV_PREFIX = "HERMETIC_RUNNER_"
+CARRIED = ("source", "wheelhouse", "mirror")  # what a bundle holds instead
 
 
 class Kind(enum.Enum):
@@ -79,6 +80,10 @@ class Options:
     source: Path | None = field(metadata=_row(
         "--source", P, "the pruned archive, its pruned.json beside it",
         InCheckout(".carry/llvm-project-19.1.7.src-nvptx.tar.xz"), metavar="ARCHIVE"))
+    bundle: Path | None = field(metadata=_row(
+        "--bundle", P, "a `hermetic bundle` layout to build from instead of --source, --wheelhouse and --mirror: "
+        "every LLVM and wheel build runs `hermetic ... --bundle DIR` (device.sh joins one carried in parts)",
+        metavar="DIR"))
     out: Path = field(metadata=_row(
         "--out", P, "report, logs, records, PTX, junit xml, wheel, install-tree parts",
         Path("/tmp/hermetic-runner/out"), metavar="DIR"))
@@ -152,6 +157,17 @@ class Options:
     scale_hosts: int = field(metadata=_row("--scale-hosts", N, "distccd daemons of --scale", 2, metavar="N"))
     scale_slots: int | None = field(metadata=_row(
         "--scale-slots", N, "jobs each distccd of --scale takes (half the jobs)", metavar="N"))
+    sign_key: Path | None = field(metadata=_row(
+        "--sign-key", P, "as a second builder: each variant's image (`hermetic image llvm`), signed with this ECDSA "
+        "P-256 key as --identity, and its in-toto links (OUT/evidence); needs --identity", metavar="FILE"))
+    gpg_key: Path | None = field(metadata=_row(
+        "--gpg-key", P, "with --sign-key: the image signed with this OpenPGP key too, the signature Debian's containers "
+        "tools enforce, into --lookaside", metavar="FILE"))
+    lookaside: Path | None = field(metadata=_row(
+        "--lookaside", P, "where --gpg-key's signature goes (OUT/lookaside)", metavar="DIR"))
+    identity: str | None = field(metadata=_row(
+        "--identity", T, "the reference an image is signed as, the one it is pulled by; {variant} in it names each variant's "
+        "(without it, only --variant's image is signed)", metavar="REGISTRY/REPO:TAG"))
     commit: str | None = field(metadata=_row(
         "--commit", T, "the commit the report names (git rev-parse HEAD)", metavar="REV"))
     golden: Path = field(metadata=_row(
@@ -212,6 +228,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], repo: Path) -> Options:
     """Options from the command line, then the environment, then the defaults; checks across options."""
     got = parser().parse_args(list(argv))
     values: dict[str, object] = {}
+    given: list[str] = []
     for name, s in specs():
         flag_value = getattr(got, name)
         if flag_value is not None:
@@ -220,13 +237,38 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], repo: Path) -> Options:
             values[name] = _value(name, s, env[env_name(name)], env_name(name))
         else:
             values[name] = s.default(repo) if callable(s.default) else s.default
+            continue
+        given.append(name)
     opts = Options(**values)  # type: ignore[arg-type]  # the table's kinds type each value
+    if opts.bundle is not None:
+        opts = _with_bundle(opts, given)
     if opts.cold_ab and opts.baseline_src is None:
         raise UsageError("--cold-ab compares with the baseline, and none is given",
                          "give the baseline's source with --baseline-src DIR (HERMETIC_RUNNER_BASELINE_SRC)")
+    if opts.sign_key is not None and not opts.identity:
+        raise UsageError("--sign-key signs the image as the reference it is pulled by, and no --identity is given",
+                         "pass --identity REGISTRY/REPO:TAG (HERMETIC_RUNNER_IDENTITY)")
+    if (opts.gpg_key or opts.identity) and opts.sign_key is None:
+        raise UsageError("--gpg-key and --identity sign as a second builder, and no --sign-key is given",
+                         "pass --sign-key FILE (`hermetic key generate` writes one)")
+    if opts.gpg_key and opts.lookaside is None:
+        opts = replace(opts, lookaside=opts.out / "lookaside")
     if opts.jobs < 1:
         raise UsageError(f"--jobs {opts.jobs}: at least one job", "pass --jobs N with N >= 1")
     return opts
+
+
+def _with_bundle(opts: Options, given: Sequence[str]) -> Options:
+    """A bundle holds the source, the toolchain and the wheelhouse: none of the carried ones is used."""
+    both = [dict(specs())[n].flag for n in CARRIED if n in given]
+    if both:
+        raise UsageError(f"--bundle holds the source, the toolchain and the wheelhouse, and {', '.join(both)} is given too",
+                         f"drop {', '.join(both)} (or --bundle)")
+    apart = [flag for flag, on in (("--scale", opts.scale), ("--bench", opts.bench)) if on]
+    if apart:
+        raise UsageError(f"{', '.join(apart)} builds from the carried source, toolchain and wheelhouse, not a bundle",
+                         f"run {', '.join(apart)} without --bundle, carrying .carry and .zig")
+    return replace(opts, source=None, wheelhouse=None, mirror=None)
 
 
 def shown(opts: Options) -> dict[str, object]:

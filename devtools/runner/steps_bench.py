@@ -12,7 +12,7 @@ from . import cold
 from .core import Context, Decision, State, Step, StepFailed, run, skip
 from .facts import gpus
 from .records import build_record, llvm_summary
-from .steps_llvm import build_args
+from .steps_llvm import build_args, no_bundle
 from .steps_wheel import build_wheel, no_pythonpath
 
 
@@ -111,7 +111,7 @@ class BuildHost(Step):
     def plan(self, ctx: Context) -> Decision:
         if ctx.opts.scale:
             return skip("--scale: the scale bench instead of the builds")
-        return run() if ctx.opts.compare_host else skip("not asked (--compare-host)")
+        return (no_bundle(ctx) or run()) if ctx.opts.compare_host else skip("not asked (--compare-host)")
 
     def commands(self, ctx: Context) -> list[list[str]]:
         return [["hermetic", *build_args(ctx, ctx.opts.variant, ctx.work / "host", toolchain=["--toolchain", "host"])]]

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from . import golden
+from . import bundle, golden
 from .core import Context, Decision, State, Step, StepFailed, now, run, skip
 from .facts import here_arch
-from .records import build_record, llvm_summary, variant_entry
+from .records import BuildRecord, build_record, llvm_summary, variant_entry
 
 PART_SIZE = 15 * 1024 * 1024  # what one device call brings back, with room
 # tilec's own ptxas search (TILEC_PTXAS, CUDA_HOME, PATH, /usr/local/cuda, the nvidia wheels), run from its source
@@ -27,13 +27,24 @@ def toolchain_args(ctx: Context) -> list[str]:
             *(["--mirror", str(opts.mirror)] if opts.mirror else [])]
 
 
+def source_args(ctx: Context, variant: str) -> list[str]:
+    """Where a build's inputs come from: the bundle (its own variant from its pruned source as planned, another from
+    that archive by path, as `support` builds from the nvptx subset), or the carried archive and wheelhouse."""
+    opts, b = ctx.opts, ctx.bundle
+    if opts.bundle is None:
+        return ["--source", str(opts.source), *(["--wheelhouse", str(opts.wheelhouse)] if opts.wheelhouse else [])]
+    if b is not None and variant == b.variant:
+        return ["--bundle", str(opts.bundle)]
+    source = ctx.bundle_source or ctx.work / "bundle-source" / (b.pruned["name"] if b else "PRUNED.tar.xz")
+    return ["--bundle", str(opts.bundle), "--source", str(source)]
+
+
 def build_args(ctx: Context, variant: str, work_dir: Path, *, toolchain: list[str] | None = None) -> list[str]:
-    """`hermetic build llvm` of one variant from the carried archive, offline, into `work_dir`."""
+    """`hermetic build llvm` of one variant from the bundle or the carried archive, offline, into `work_dir`."""
     opts = ctx.opts
-    return ["build", "llvm", "--variant", variant, "--source", str(opts.source), "--jobs", str(opts.jobs),
+    return ["build", "llvm", "--variant", variant, *source_args(ctx, variant), "--jobs", str(opts.jobs),
             "--offline", ctx.offline, "--work-dir", str(work_dir), "--cache", str(ctx.work / "cache"), "--no-apt",
             "--no-urls", *(toolchain_args(ctx) if toolchain is None else toolchain),
-            *(["--wheelhouse", str(opts.wheelhouse)] if opts.wheelhouse else []),
             *(["--arch", opts.arch] if opts.arch else []),
             *(["--llvm-recipe", opts.llvm_recipe] if opts.llvm_recipe else []),
             *(["--llvm-version", opts.llvm_version] if opts.llvm_version else [])]
@@ -106,6 +117,41 @@ class InstallQemu(Step):
         return State.OK
 
 
+def no_bundle(ctx: Context) -> Decision | None:
+    """A build from a bundle the bundle step could not open is skipped (it would not build from the bundle)."""
+    if ctx.opts.bundle is not None and ctx.bundle is None and not ctx.opts.dry_run:
+        return skip("bundle failed")
+    return None
+
+
+class OpenBundle(Step):
+    """--bundle: hermetic opens it (every blob checked against its digest) and lists it; its pruned source taken out
+    for the variants it was not made for; the report names it by its manifest digest."""
+
+    name = "bundle"
+    needs = ("install-wheels",)  # hermetic's OCI code imports zstandard
+
+    def plan(self, ctx: Context) -> Decision:
+        if ctx.opts.bundle is None:
+            return skip("no --bundle: the carried source, toolchain and wheelhouse")
+        b = ctx.bundle
+        return run(f"{b.name} {b.digest}" if b else str(ctx.opts.bundle))
+
+    def commands(self, ctx: Context) -> list[list[str]]:
+        return [["hermetic", "bundle-show", str(ctx.opts.bundle)]]
+
+    def run(self, ctx: Context) -> State:
+        assert ctx.opts.bundle is not None
+        b = bundle.read(ctx.opts.bundle)
+        shown = ctx.sh([ctx.python, "-m", "hermetic", "bundle-show", b.path], capture=True)
+        if b.digest not in shown.splitlines()[0]:
+            raise StepFailed(f"hermetic shows another bundle than its index.json names ({b.digest}): {shown[:200]!r}")
+        ctx.bundle, ctx.bundle_source = b, bundle.take_source(b, ctx.work / "bundle-source")
+        ctx.report.set("bundle", b.as_json())
+        ctx.note(f"bundle {b.name} {b.digest}: {b.inputs} inputs, {b.size / 1e6:.1f} MB, made for {b.variant}")
+        return State.OK
+
+
 class BuildVariant(Step):
     """One LLVM variant from the carried pruned archive with the pinned toolchain, offline, by `hermetic build llvm`;
     its record copied beside the report and summarized in it."""
@@ -118,7 +164,9 @@ class BuildVariant(Step):
         raise NotImplementedError
 
     def plan(self, ctx: Context) -> Decision:
-        return skip("--scale: the scale bench instead of the builds") if ctx.opts.scale else run()
+        if ctx.opts.scale:
+            return skip("--scale: the scale bench instead of the builds")
+        return no_bundle(ctx) or run()
 
     def commands(self, ctx: Context) -> list[list[str]]:
         return [["hermetic", *build_args(ctx, self.variant(ctx), ctx.work / "hermetic")]]
@@ -137,8 +185,22 @@ class BuildVariant(Step):
         ctx.report.set(self.report_key, llvm_summary(rec))
         ctx.report.merge("variants", variant_entry(rec, round(time.monotonic() - t0, 1)))
         ctx.note(f"{rec.variant}: tree {rec.tree.digest} ({rec.toolchain_ref.label}), inputs {rec.inputs_digest}")
+        planned_as(ctx, rec)
         # a record finished before this step started is an identical earlier build hermetic kept
         return State.DONE if rec.finished and rec.finished < started else State.OK
+
+
+def planned_as(ctx: Context, rec: BuildRecord) -> None:
+    """The bundle's own variant has the inputs digest of the bundle's plan: it built what the bundle was made for."""
+    b = ctx.bundle
+    if b is None or rec.variant != b.variant:
+        return
+    matches = rec.inputs_digest == b.build_inputs_digest
+    ctx.report.merge("bundle", {"built": rec.variant, "build_inputs_digest": rec.inputs_digest,
+                                "matches_plan": matches})
+    if not matches:
+        raise StepFailed(f"{rec.variant} built from the bundle has inputs digest {rec.inputs_digest}, not its plan's "
+                         f"{b.build_inputs_digest}: another toolchain, architecture or release than it was made for?")
 
 
 def show_build_log(ctx: Context, work_dir: Path, since: float) -> None:

@@ -30,12 +30,21 @@ def no_pythonpath(ctx: Context, **extra: str) -> dict[str, str]:
     return {k: v for k, v in ctx.env.items() if k != "PYTHONPATH"} | extra
 
 
+def wheel_inputs(ctx: Context) -> list[str]:
+    """Where a wheel's build requirements come from: the bundle, or the carried wheelhouse."""
+    if ctx.opts.bundle is not None:
+        return ["--bundle", str(ctx.opts.bundle)]
+    return ["--wheelhouse", str(ctx.opts.wheelhouse)] if ctx.opts.wheelhouse else []
+
+
 def wheel_args(ctx: Context, prefix: Path, dist: Path, work_dir: Path, project: Path | None = None,
                toolchain: list[str] | None = None) -> list[str]:
-    return ["wheel", str(project or ctx.repo / "src" / "compiler"), "--llvm", str(prefix), "--output", str(dist),
+    """`hermetic wheel` of tilec against `prefix`: from a bundle, the bundle's own src/compiler (no PROJECT); else
+    the checkout's; `project` another tilec (the baseline)."""
+    where = [str(project)] if project else [] if ctx.opts.bundle else [str(ctx.repo / "src" / "compiler")]
+    return ["wheel", *where, "--llvm", str(prefix), "--output", str(dist),
             "--offline", ctx.offline, "--work-dir", str(work_dir), "--cache", str(ctx.work / "cache"),
-            "--jobs", str(ctx.opts.jobs), *(["--wheelhouse", str(ctx.opts.wheelhouse)] if ctx.opts.wheelhouse else []),
-            *(toolchain_args(ctx) if toolchain is None else toolchain)]
+            "--jobs", str(ctx.opts.jobs), *wheel_inputs(ctx), *(toolchain_args(ctx) if toolchain is None else toolchain)]
 
 
 def build_wheel(ctx: Context, dist: Path, work_dir: Path, prefix: Path, *, project: Path | None = None,
@@ -210,8 +219,7 @@ class LlvmliteTests(Step):
             "wheel", "--recipe", "llvmlite", "--root", ctx.repo, "--llvm", ctx.records["build-llvm"].install_dir,
             "--output", dist, "--offline", ctx.offline, "--work-dir", ctx.work / f"llvmlite-w{n}",
             "--cache", ctx.work / "cache", "--jobs", str(ctx.opts.jobs), "--no-urls", *toolchain_args(ctx),
-            *(["--wheelhouse", str(ctx.opts.wheelhouse)] if ctx.opts.wheelhouse else []),
-            *(["--llvm-version", ctx.opts.llvm_version] if ctx.opts.llvm_version else []),
+            *wheel_inputs(ctx), *(["--llvm-version", ctx.opts.llvm_version] if ctx.opts.llvm_version else []),
             "--mirror", ctx.opts.llvmlite.parent,  # where the sdist is admitted from, by its pinned sha256
             cwd=cwd, umask=0o022 if n == 1 else 0o077, log_to=ctx.out / f"llvmlite-build-{n}.log")
         return Path(got["path"]), round(time.monotonic() - t0)

@@ -1,6 +1,7 @@
 """The GPU runner end to end on the tiny recipe, here without a GPU: its builds through the real hermetic, offline
 from a carried pruned archive, its records copied and summarized, the golden comparison, the packed tree, the gpu
-tier skipped and said so; run again, hermetic keeps both builds and their steps say `done`."""
+tier skipped and said so; run again, hermetic keeps both builds and their steps say `done`. From a bundle carried
+in parts and joined again: the same trees, the build of the bundle's variant with its plan's inputs digest."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from devtools.runner import parts
 from helpers import ROOT, TINY, hermetic
 
 
@@ -30,16 +32,20 @@ def carried(tmp_path_factory: pytest.TempPathFactory, tiny: tuple[str, ...], tin
     return {"source": archive, "wheels": base / "whl", "wheelhouse": source_cache / "wheelhouse"}
 
 
-def runner(carried: dict[str, Path], base: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def runner(carried: dict[str, Path], base: Path, *extra: str,
+           inputs: tuple[str, ...] | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The runner on tiny's `full`; `inputs`: where the builds' inputs come from (the carried archive and
+    wheelhouse, or --bundle DIR)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
+    if inputs is None:
+        inputs = ("--source", str(carried["source"]), "--wheelhouse", str(carried["wheelhouse"]))
     proc = subprocess.run(
         [sys.executable, "-m", "devtools.runner", "--llvm-recipe", str(TINY), "--variant", "full", "--toolchain", "host",
-         "--source", str(carried["source"]), "--wheels", str(carried["wheels"]),
-         "--wheelhouse", str(carried["wheelhouse"]), "--no-wheel", "--commit", "test",
+         *inputs, "--wheels", str(carried["wheels"]), "--no-wheel", "--commit", "test",
          "--out", str(base / "out"), "--work", str(base / "work"), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
-    report = json.loads((base / "out" / "report.json").read_text())
+    report = json.loads((base / "out" / "report.json").read_text()) if (base / "out" / "report.json").is_file() else {}
     return proc, report
 
 
@@ -96,3 +102,115 @@ def test_a_failed_build_fails_its_step_skips_what_needs_it_and_still_reports(car
     assert failure["step"] == "build-llvm" and failure["rc"] != 0
     assert any("no-such-variant" in line for line in failure["output_tail"])  # hermetic's own what/why/fix
     assert report["result"] == "failed"
+
+
+@pytest.fixture(scope="module")
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory, tiny: tuple[str, ...], source_cache: Path) -> dict[str, str]:
+    """`hermetic bundle` of tiny's `full` with the host compiler (about 34 MB: the wheelhouse's CMake is most of it)."""
+    base = tmp_path_factory.mktemp("bundle")
+    made = hermetic("bundle", *tiny, "--variant", "full", "--toolchain", "host", "--cache", str(source_cache),
+                    "--work-dir", str(base / "w"), "--output", str(base / "bundle"), "--quiet", clean=True)
+    name, digest, where = made.stdout.split()[:3]
+    return {"name": name, "digest": digest, "dir": where}
+
+
+def test_the_runner_builds_from_a_bundle_carried_in_parts(carried: dict[str, Path], tiny_bundle: dict[str, str],
+                                                          tiny_install: Path, tiny_full_install: Path,
+                                                          tmp_path: Path) -> None:
+    # the device's way: split here, each part stashed out of the checkout, joined and checked there
+    made = parts.split(Path(tiny_bundle["dir"]), tmp_path / "parts", 12 * parts.MIB)
+    assert len(made) >= 3  # CMake's wheel (30 MB) is cut over parts
+    for part in made:
+        parts.stash([part], tmp_path / "stash")
+    parts.join(tmp_path / "stash", tmp_path / "bundle")
+
+    proc, report = runner(carried, tmp_path, inputs=("--bundle", str(tmp_path / "bundle")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = statuses(report)
+    assert got["bundle"] == "ok" and got["build-support"] == "ok" and got["build-llvm"] == "ok" and got["golden"] == "ok"
+    # the report names the bundle by its manifest digest, as `hermetic bundle` printed it
+    b = report["bundle"]
+    assert (b["manifest_digest"], b["name"], b["variant"]) == (tiny_bundle["digest"], tiny_bundle["name"], "full")
+    assert b["built"] == "full" and b["matches_plan"] is True and b["build_inputs_digest"] == report["llvm"]["inputs_digest"]
+    assert report["source"] is None and report["options"]["source"] is None and report["options"]["wheelhouse"] is None
+    # the same trees as tiny's builds from the source cache
+    for variant, rec in (("full", tiny_full_install), ("support", tiny_install)):
+        assert report["variants"][variant]["tree_digest"] == json.loads(rec.read_text())["tree"]["digest"], variant
+    # the bundle fed a cache of its own: the runner's cache was never used
+    cache = tmp_path / "work" / "cache"
+    assert not cache.exists() or not any(cache.rglob("*"))
+    commands = (tmp_path / "work" / "logs" / "build-llvm.log").read_text()
+    assert f"--bundle {tmp_path / 'bundle'}" in commands and "--source" not in commands.split("\n")[0]
+
+
+def test_a_damaged_bundle_fails_its_step_and_nothing_is_built(carried: dict[str, Path], tiny_bundle: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle["dir"], bundle)
+    biggest = max((bundle / "blobs" / "sha256").iterdir(), key=lambda p: p.stat().st_size)
+    with open(biggest, "r+b") as f:
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 1]))
+    proc, report = runner(carried, tmp_path, inputs=("--bundle", str(bundle)))
+    assert proc.returncode == 1
+    got = statuses(report)
+    assert got["bundle"] == "failed" and got["build-support"] == "skipped" and got["build-llvm"] == "skipped"
+    failure = report["failures"][0]
+    assert failure["step"] == "bundle" and any(biggest.name[:12] in line for line in failure["output_tail"]), failure
+
+
+def test_the_dry_run_names_the_bundle_and_the_carried_inputs_are_refused_beside_it(
+        carried: dict[str, Path], tiny_bundle: dict[str, str], tmp_path: Path) -> None:
+    proc, _ = runner(carried, tmp_path, "--dry-run", inputs=("--bundle", tiny_bundle["dir"]))
+    assert proc.returncode == 0, proc.stderr
+    assert f"bundle: {tiny_bundle['dir']}: {tiny_bundle['name']} {tiny_bundle['digest']}" in proc.stdout
+    assert f"hermetic build llvm --variant full --bundle {tiny_bundle['dir']} --jobs" in proc.stdout
+    assert not (tmp_path / "out").exists()
+    proc, _ = runner(carried, tmp_path, inputs=("--bundle", tiny_bundle["dir"], "--source", str(carried["source"])))
+    assert proc.returncode == 2 and "--source" in proc.stderr and "fix:" in proc.stderr
+
+
+def test_the_runner_signs_as_a_second_builder(carried: dict[str, Path], tiny_install: Path, tiny_full_install: Path,
+                                             tmp_path: Path) -> None:
+    """The image of each variant it built, signed as its reference with the runner's own key (and OpenPGP), its
+    in-toto links; what comes back (the layout but its layers) with another builder's layers verifies by the runner's
+    key and not by another."""
+    import shutil
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    hermetic("key", "generate", str(keys / "runner"), "--quiet", clean=True)
+    hermetic("key", "generate", str(keys / "other"), "--no-gpg", "--quiet", clean=True)
+    proc, report = runner(carried, tmp_path, "--no-pack", "--sign-key", str(keys / "runner.key"),
+                          "--gpg-key", str(keys / "runner.gpg.key"), "--identity", "registry.example/tiny/{variant}:1.0.0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert statuses(report)["image"] == "ok" and statuses(report)["sign"] == "ok"
+    second, out = report["second_builder"], tmp_path / "out"
+    assert len(second["lookaside"]) == 2  # an OpenPGP signature for each image
+    for variant, record in (("full", tiny_full_install), ("support", tiny_install)):
+        mine = second[variant]
+        assert mine["identity"] == f"registry.example/tiny/{variant}:1.0.0"
+        assert {n.split(".")[0] for n in mine["links"]} >= {"fetch", "prune", "build", "image"}
+        # the other builder: tiny built from the source cache, its image written here: the same digest
+        other = tmp_path / f"other-{variant}"
+        digest = hermetic("image", "llvm", "--record", str(record), "--output", str(other), "--quiet",
+                          clean=True).stdout.split()[1]
+        assert mine["image"]["manifest_digest"] == digest, variant
+        manifest = json.loads((other / "blobs" / "sha256" / digest[7:]).read_text())
+        layers = {d["digest"][7:] for d in manifest["layers"]}
+        came = {p.name for p in (out / "signed" / variant / "blobs" / "sha256").iterdir()}
+        assert layers and not layers & came and digest[7:] in came  # the manifest came back, no layer did
+
+        # what came back, with the other builder's layers (the same bytes), verifies by the runner's key only
+        signed = tmp_path / f"signed-{variant}"
+        shutil.copytree(out / "signed" / variant, signed)
+        for n in layers:
+            shutil.copyfile(other / "blobs" / "sha256" / n, signed / "blobs" / "sha256" / n)
+        ok = hermetic("verify", "--key", str(keys / "runner.pub"), str(signed), check=False, clean=True)
+        assert ok.returncode == 0 and "signatures OK" in ok.stdout + ok.stderr, ok.stdout + ok.stderr
+        refused = hermetic("verify", "--key", str(keys / "other.pub"), str(signed), check=False, clean=True)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr

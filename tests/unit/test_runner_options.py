@@ -102,3 +102,37 @@ def test_cold_ab_without_a_baseline_is_refused_before_any_work(tmp_path: Path) -
 def test_an_unknown_flag_is_a_usage_error(tmp_path: Path) -> None:
     proc = run_runner("--no-such-thing", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "--no-such-thing" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_bundle_replaces_the_carried_source_toolchain_and_wheelhouse(tmp_path: Path) -> None:
+    (tmp_path / ".zig").mkdir()
+    (tmp_path / ".carry" / "wheelhouse").mkdir(parents=True)
+    got = resolve(["--bundle", str(tmp_path / "b")], {}, tmp_path)
+    assert got.bundle == tmp_path / "b" and (got.source, got.mirror, got.wheelhouse) == (None, None, None)
+    assert resolve([], {"HERMETIC_RUNNER_BUNDLE": "b"}, tmp_path).source is None
+
+
+@pytest.mark.parametrize(("argv", "env", "words"), [
+    (["--source", "a.tar.xz"], {}, ("--source", "drop --source")),
+    ([], {"HERMETIC_RUNNER_MIRROR": ".zig"}, ("--mirror",)),
+    (["--wheelhouse", "w", "--mirror", "m"], {}, ("--wheelhouse, --mirror",)),
+    (["--scale"], {}, ("--scale", "without --bundle")),
+    (["--bench"], {}, ("--bench", "without --bundle")),
+])
+def test_what_a_bundle_holds_is_not_taken_from_elsewhere_too(tmp_path: Path, argv: list[str], env: dict[str, str],
+                                                             words: tuple[str, ...]) -> None:
+    with pytest.raises(UsageError) as exc:
+        resolve(["--bundle", "b", *argv], env, tmp_path)
+    text = f"{exc.value.what} {exc.value.fix}"
+    assert all(w in text for w in words), text
+
+
+def test_signing_as_a_second_builder_needs_a_key_and_the_reference(tmp_path: Path) -> None:
+    got = resolve(["--out", "/o", "--sign-key", "k", "--gpg-key", "g", "--identity", "r.example/l/n:1"], {}, tmp_path)
+    assert got.lookaside == Path("/o/lookaside")  # where device.sh's collect finds the OpenPGP signature
+    assert resolve(["--sign-key", "k", "--identity", "r/n:1"], {}, tmp_path).lookaside is None
+    for argv, words in ((["--sign-key", "k"], ("--identity",)), (["--gpg-key", "g"], ("--sign-key",)),
+                        (["--identity", "r/n:1"], ("--sign-key",))):
+        with pytest.raises(UsageError) as exc:
+            resolve(argv, {}, tmp_path)
+        assert all(w in f"{exc.value.what} {exc.value.fix}" for w in words), argv

@@ -175,3 +175,71 @@ def test_the_dry_run_prints_every_step_and_makes_nothing(tmp_path: Path) -> None
     assert "[run ] wheel-again" in by_name["wheel-again"]
     assert "hermetic build llvm --variant nvptx" in proc.stdout and "--toolchain zig" in proc.stdout
     assert not out.exists() and not work.exists()
+
+
+def test_with_a_bundle_every_build_takes_it_and_nothing_carried(tmp_path: Path) -> None:
+    from devtools.runner import bundle, steps_bench, steps_llvm
+
+    ctx = make_ctx(tmp_path, "--bundle", str(tmp_path / "b"), "--compare-host")
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "bundle-llvm-nvptx", "sha256:" + "ab" * 32, "nvptx", "cd" * 32, 9,
+                               10**8, {"name": "llvm-project-19.1.7.src-nvptx.tar.xz", "sha256": "ef" * 32}, {})
+    ctx.bundle_source = tmp_path / "work" / "bundle-source" / "llvm-project-19.1.7.src-nvptx.tar.xz"
+    b = ["--bundle", str(tmp_path / "b")]
+    nvptx = steps_llvm.build_args(ctx, "nvptx", tmp_path / "w")
+    assert nvptx[4:6] == b and "--source" not in nvptx  # the bundle's own variant: from its pruned source, as planned
+    support = steps_llvm.build_args(ctx, "support", tmp_path / "w")
+    assert support[4:8] == [*b, "--source", str(ctx.bundle_source)]  # another: from that archive by path
+    for args in (nvptx, support, steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"))):
+        assert "--wheelhouse" not in args and "--mirror" not in args
+    # tilec's wheel from the bundle's own src/compiler (no PROJECT); a baseline from its own
+    assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"))[:3] == ["wheel", "--llvm", "P"]
+    assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"), project=Path("base"))[:2] == ["wheel", "base"]
+    assert [*b] == steps_wheel.wheel_inputs(ctx)
+
+    # a bundle the bundle step could not open: no build runs from anything else
+    ctx.bundle = None
+    got = plans(ctx)
+    assert got["bundle"].state is State.RUN
+    assert all(got[n] == skip("bundle failed") for n in ("build-support", "build-llvm", "build-host"))
+    assert steps_bench.BuildHost().plan(ctx) == skip("bundle failed")
+    without = plans(make_ctx(tmp_path))
+    assert without["bundle"].state is State.SKIP and without["build-llvm"].state is State.RUN
+
+
+def test_a_bundle_build_must_have_its_plans_inputs_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from devtools.runner import bundle, steps_llvm
+
+    ctx = make_ctx(tmp_path, "--bundle", str(tmp_path / "b"))
+    planned = record().inputs_digest
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "n", "sha256:" + "ab" * 32, "nvptx", planned, 9, 1, {"name": "p"}, {})
+    monkeypatch.setattr(Context, "hermetic", lambda self, *a, **k: {"record": str(RECORD)})
+    got = execute([Fake("install-wheels"), steps_llvm.BuildLlvm()], ctx, tmp_path / "logs")
+    assert got[1].state is State.DONE
+    assert json.loads((ctx.out / "report.json").read_text())["bundle"]["matches_plan"] is True
+    ctx.bundle = bundle.Bundle(tmp_path / "b", "n", "sha256:" + "ab" * 32, "nvptx", "0" * 64, 9, 1, {"name": "p"}, {})
+    got = execute([Fake("install-wheels"), steps_llvm.BuildLlvm()], ctx, tmp_path / "logs")
+    assert got[1].state is State.FAILED and "not its plan's" in got[1].reason
+    assert json.loads((ctx.out / "report.json").read_text())["bundle"]["matches_plan"] is False
+
+
+def test_the_second_builders_steps_run_only_with_a_key(tmp_path: Path) -> None:
+    assert {n: d.reason for n, d in plans(make_ctx(tmp_path)).items() if n in ("image", "sign")} == {
+        "image": "not asked (--sign-key)", "sign": "not asked (--sign-key)"}
+    key = str(tmp_path / "k.key")
+    ctx = make_ctx(tmp_path, "--sign-key", key, "--gpg-key", "g.key", "--identity", "r.example/llvm/nvptx:19.1.7")
+    got = plans(ctx)
+    assert got["image"] == run("nvptx only: --identity has no {variant} for the other trees")
+    assert got["sign"] == run("as r.example/llvm/nvptx:19.1.7")
+    from devtools.runner import steps_sign
+
+    sign, links = steps_sign.Sign().commands(ctx)
+    assert sign[:3] == ["hermetic", "sign", str(ctx.work / "image" / "VARIANT")] and "--lookaside" in sign
+    assert sign[sign.index("--identity") + 1] == "r.example/llvm/nvptx:19.1.7" and "--gpg-key" in sign
+    assert links[1:3] == ["intoto", "links"] and "--links-only" in links and links[-2:] == ["--sign-key", key]
+
+    assert steps_sign.identity_for(ctx, "nvptx") == "r.example/llvm/nvptx:19.1.7"
+    assert steps_sign.identity_for(ctx, "support") is None  # one reference names one image
+    ctx = make_ctx(tmp_path, "--sign-key", key, "--identity", "r.example/llvm/{variant}:19.1.7")
+    assert plans(ctx)["image"] == run()
+    assert [steps_sign.identity_for(ctx, v) for v in ("nvptx", "support")] == [
+        "r.example/llvm/nvptx:19.1.7", "r.example/llvm/support:19.1.7"]

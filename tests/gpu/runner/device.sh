@@ -17,6 +17,13 @@
 #                                               scale-logs.tar.xz: each run's build.log, record.json,
 #                                               ninja log and distcc logs, and times.txt (mtimes of the
 #                                               configure's, ninja's and zig's outputs) -> $OUT
+#   device.sh collect sign                      --sign-key's second-builder.tar: the image layout but its layers
+#                                               (signatures, SBOM, provenance), the in-toto links, the OpenPGP
+#                                               lookaside -> $OUT (the image's digest is in report.json)
+#   device.sh stash [PART_DIR...]               the bundle parts this call carries (default: .bundle-parts/part-*),
+#                                               each checked, copied out of the checkout to $BASE/parts
+#   device.sh join                              the stashed parts joined into $BASE/bundle, every blob checked
+#                                               against its digest; then start ... --bundle $BASE/bundle
 set -uo pipefail
 
 BASE=${HERMETIC_DEVICE_BASE:-/tmp/hr}
@@ -133,6 +140,10 @@ case $cmd in
         fi
         ls -l "$OUT"
         ;;
+      sign)
+        (cd "$RUN_OUT" && shopt -s nullglob && tar -cf "$OUT/second-builder.tar" signed evidence lookaside)
+        tar -tvf "$OUT/second-builder.tar" | awk '{print $3, $6}'
+        ;;
       parts)
         first=${2:-0}
         shopt -s nullglob
@@ -144,6 +155,19 @@ case $cmd in
         ;;
     esac
     ;;
+  stash)
+    # parts are ignored paths: gone in the next call unless copied out of the checkout now
+    shopt -s nullglob
+    given=()
+    for p in "$@"; do given+=("$(realpath -m "$p")"); done
+    (($#)) || given=("$HERE"/.bundle-parts/part-*)
+    ((${#given[@]})) || { echo "no bundle part in this call: carry .bundle-parts/part-NN-of-MM and stash it"; exit 2; }
+    (cd "$HERE" && "${PYTHON:-python3}" -m devtools.runner.parts stash "${given[@]}" --into "$BASE/parts") || exit
+    ls "$BASE"/parts/*/
+    ;;
+  join)
+    (cd "$HERE" && "${PYTHON:-python3}" -m devtools.runner.parts join --from "$BASE/parts" --output "$BASE/bundle")
+    ;;
   *)
-    sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 2 ;;
+    sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac

@@ -325,7 +325,7 @@ class Tree(_Record):
 
 @dataclass(frozen=True)
 class CacheStats(_Record):
-    """ccache's counters for one build (compile_cache.Stats as recorded)."""
+    """ccache's counters for one build, as build/compile_cache.parse_stats reads them from `ccache --print-stats`."""
 
     hits: int
     misses: int

@@ -28,7 +28,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -43,7 +42,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
-from devtools.servers import free_port
+from devtools.servers import free_port, registry_config
 
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 SERVICE = "hermetic-test-registry"
@@ -144,13 +143,10 @@ class RealRegistry:
         self.storage.mkdir(parents=True, exist_ok=True)
         self.log = base / "registry.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        (base / "config.yml").write_text(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n  secret: hermetic-test-secret\n"
-            f"  tls:\n    certificate: {ca.server_cert}\n    key: {ca.server_key}\n"
-            f"auth:\n{auth}"
-        )
+        (base / "config.yml").write_text(registry_config(
+            self.storage, self.port,
+            http_extra=f"  tls:\n    certificate: {ca.server_cert}\n    key: {ca.server_key}\nauth:\n{auth}",
+        ))
 
     @property
     def host(self) -> str:
@@ -249,16 +245,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def note(self) -> None:
         self.server.seen.append((self.command, self.path, dict(self.headers.items())))
-
-
-@contextmanager
-def serving(server: _Server) -> Iterator[Any]:
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # -- the token service ------------------------------------------------------------------------------------

@@ -13,11 +13,16 @@ import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REGISTRY_BIN = shutil.which("docker-registry") or "/usr/bin/docker-registry"
 
@@ -26,6 +31,27 @@ def free_port(addr: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((addr, 0))
         return int(s.getsockname()[1])
+
+
+def registry_config(storage: Path, port: int, storage_extra: str = "", http_extra: str = "") -> str:
+    """docker-registry's config.yml: filesystem storage with deletes, quiet logs, 127.0.0.1:PORT; a fixed
+    http.secret keeps upload sessions valid across a restart."""
+    return (
+        "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n{storage_extra}"
+        f"http:\n  addr: 127.0.0.1:{port}\n  secret: hermetic-test-secret\n{http_extra}"
+    )
+
+
+@contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[Any]:
+    """An in-process server answering on a thread for the duration of the block."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class Registry:
@@ -37,13 +63,8 @@ class Registry:
         self.log = base / "registry.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.storage.mkdir(parents=True, exist_ok=True)
-        # a fixed http.secret keeps upload sessions valid across a restart
         self.config.write_text(
-            "version: 0.1\n"
-            "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n  delete:\n    enabled: true\n"
-            "  maintenance:\n    uploadpurging:\n      enabled: false\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n  secret: hermetic-test-secret\n"
+            registry_config(self.storage, self.port, storage_extra="  maintenance:\n    uploadpurging:\n      enabled: false\n")
         )
 
     @property

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from devtools.servers import serving as serve
 from fake_http import FakeHandler, FakeServer
 from hermetic.oci.types import MT_INDEX
 
@@ -30,13 +30,8 @@ class Fake(FakeServer):
 @contextmanager
 def serving(api: bool) -> Iterator[Fake]:
     """A Fake registry answering on a thread for the duration of the block."""
-    server = Fake(api=api)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serve(Fake(api=api)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class _Handler(FakeHandler):

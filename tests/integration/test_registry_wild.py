@@ -26,9 +26,9 @@ from devtools.registry_servers import (
     htpasswd,
     htpasswd_auth,
     running,
-    serving,
     token_auth,
 )
+from devtools.servers import serving
 from hermetic.oci.layer import write_layer
 from hermetic.oci.layout import Layout
 from hermetic.oci.types import MT_CONFIG, MT_MANIFEST, REF_NAME, Descriptor, canonical_json

@@ -15,7 +15,8 @@ by the arm64 wheel under qemu must give the amd64 wheel's PTX byte for byte; wit
 saying so. bench/arm64_wheel_report.py measures the same for reports/arm64-wheel.json.
 
 Cost on the 2-core dev machine (shared with an LLVM build): the root 6 s (apt, then kept in the cache), the
-arm64 llvmprobe wheel about 90 s (zig builds its runtime for the target in its fresh work dir; the amd64 one is
+arm64 llvmprobe wheel about 90 s (zig's runtimes for the target are in the source cache since the arm64
+LLVM build; the amd64 one is
 test_wheel_zig.py's, the session's `zig_probe_wheel`), the verify rebuild 122 s: 4 minutes for the three CI
 tests, with the support trees and the amd64 wheel given. The two tilec tests: 297 s, nearly
 all of it the two tilec wheels (the PTX comparison under qemu 8 s).

@@ -11,7 +11,8 @@ must be what manylinux_2_28 promises: tagged so by auditwheel, its extension nee
 exporting nothing but its module init, no glibc symbol above 2.28, no debug info and no build path.
 
 Cost on the 2-core dev machine: the zig `support` tree (shared fixture) 10 to 15 min, the first wheel (shared
-fixture) about 2 min, the verify rebuild about 4 min (zig builds libc++ etc. again in its fresh work dir).
+fixture) about 2 min, the verify rebuild about 1 min (zig's runtimes, libc++ etc., are in the source cache's zig-global
+since the first zig build of the session).
 """
 
 from __future__ import annotations

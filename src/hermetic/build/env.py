@@ -30,15 +30,25 @@ if TYPE_CHECKING:
     from hermetic.model.toolchains import Toolchain
 
 
+def zig_global_for(settings: settings_values.Settings) -> Path | None:
+    """zig's global cache for a build with these settings: the one they name (a build from a bundle keeps the
+    user's), else the source cache's (zig_global_cache)."""
+    return _writable(settings.zig_global) if settings.zig_global else zig_global_cache(settings.cache_dir)
+
+
 def zig_global_cache(cache_dir: Path) -> Path | None:
     """zig's global cache, where it builds its runtimes (libc++, libc++abi, libunwind, compiler-rt, the glibc
     stubs) on a build's first link: in this user's source cache, so that every build of theirs after the
-    first finds them built (in a fresh work dir, up to about 14 s of a warm nvptx rebuild's 43 s on the GPU
-    runner, by the file times in reports/scale-nvptx-h200/floor.json). No bit of the tree depends on where they are: the
-    installed libraries hold none of them, and a command that links strips their debug info (the one
-    place their directory is named). None where the source cache cannot be written: the work dir's then.
+    first, LLVM's and the wheels', finds them built (in a fresh work dir, up to about 14 s of a warm nvptx
+    rebuild's 43 s on the GPU runner, by the file times in reports/scale-nvptx-h200/floor.json). No bit of
+    the tree depends on where they are: the installed libraries hold none of them, and a command that links
+    strips their debug info (the one place their directory is named). None where the source cache cannot be
+    written: the work dir's then.
     """
-    d = cache_dir / "zig-global"
+    return _writable(cache_dir / "zig-global")
+
+
+def _writable(d: Path) -> Path | None:
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -58,6 +68,16 @@ class Compiler:
     build: Toolchain | None = None  # a cross build's build-machine toolchain (toolchains.for_build_machine)
     drop_flags: tuple[str, ...] = ()  # a wheel recipe's zig_link.drop
     global_cache: Path | None = None  # zig_global_cache
+
+
+def compiler_for(
+    settings: settings_values.Settings, toolchain: Toolchain, zig_root: Path | None, out: Path, *,
+    build: Toolchain | None = None, drop_flags: tuple[str, ...] = (),
+) -> Compiler:
+    """The Compiler of a build with these settings, LLVM's or a wheel's: zig's local cache in the work dir, its
+    global one (the runtimes) where zig_global_for says, so that no build of a user's builds them twice."""
+    return Compiler(toolchain, zig_root, out, settings.toolchain_dir, settings.work_dir / "zig-cache", build=build,
+                    drop_flags=drop_flags, global_cache=zig_global_for(settings) if zig_root else None)
 
 
 @dataclass

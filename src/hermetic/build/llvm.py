@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermetic.build import buildenv
 from hermetic.build.buildenv import toolchain_versions
-from hermetic.build.env import BuildEnv, Compiler, prepare, zig_global_cache
+from hermetic.build.env import BuildEnv, compiler_for, prepare
 from hermetic.build.swap import NEW, recover, swap_in, swap_pending
 from hermetic.build.testrun import TestRun, test_run
 from hermetic.core import platforms, times
@@ -298,10 +298,7 @@ def _environment(
     ones run."""
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log)
     tools = buildenv.ensure(settings, log)
-    compiler = Compiler(
-        tc, zig_root, new / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache", build=build_tc,
-        global_cache=zig_global_cache(settings.cache_dir) if zig_root else None,
-    )
+    compiler = compiler_for(settings, tc, zig_root, new / "toolchain", build=build_tc)
     benv = prepare(compiler, epoch=epoch, offline=settings.offline, job_env=job_env, work=new, log=log,
                    path=tools.path, cache=settings.compile_cache, hosts=settings.distribute, jobs=jobs)
     log(f"build: network isolation: {benv.offline.method}")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermetic.build.buildenv import toolchain_versions as llvm_toolchain_versions
-from hermetic.build.env import BuildEnv, Compiler, prepare
+from hermetic.build.env import BuildEnv, compiler_for, prepare
 from hermetic.build.interpreter import (
     Interpreter,
     build_interpreter,
@@ -329,8 +329,7 @@ def build_wheel(settings: Settings, job: WheelJob, log: Log) -> record.WheelReco
     tc = job.toolchain
     # The same wrappers, caches and archiver as the LLVM build (llvm.py), generated under this job's work dir.
     zig_root = toolchain.ensure(settings.cache_dir, tc, settings.mirrors, settings.use_urls, log) if tc.kind == "zig" else None
-    compiler = Compiler(tc, zig_root, base / "toolchain", settings.toolchain_dir, settings.work_dir / "zig-cache",
-                        drop_flags=job.recipe.zig_link.drop)
+    compiler = compiler_for(settings, tc, zig_root, base / "toolchain", drop_flags=job.recipe.zig_link.drop)
     benv = prepare(compiler, epoch=job.epoch, offline=settings.offline, job_env={
         "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",

@@ -100,8 +100,7 @@ def test_the_help_names_the_variable_and_the_default_of_every_row(monkeypatch: p
 
 
 def test_every_row_is_a_settings_field_and_every_field_a_row() -> None:
-    # arch: the first of the arches; zig_global: where a build from a bundle keeps the user's zig runtimes
-    fields = set(settings.Settings.__dataclass_fields__) - {"arch", "zig_global"}
+    fields = set(settings.Settings.__dataclass_fields__) - {"arch"}  # arch: the first of the arches
     assert {r.setting for r in OPTIONS.rows} == fields
     assert set(GROUPS) == {r.group for r in OPTIONS.rows}
     assert OPTIONS.keys() == sorted(r.key for r in OPTIONS.rows if r.key)

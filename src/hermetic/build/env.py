@@ -30,12 +30,6 @@ if TYPE_CHECKING:
     from hermetic.model.toolchains import Toolchain
 
 
-def zig_global_for(settings: settings_values.Settings) -> Path | None:
-    """zig's global cache for a build with these settings: the one they name (a build from a bundle keeps the
-    user's), else the source cache's (zig_global_cache)."""
-    return _writable(settings.zig_global) if settings.zig_global else zig_global_cache(settings.cache_dir)
-
-
 def zig_global_cache(cache_dir: Path) -> Path | None:
     """zig's global cache, where it builds its runtimes (libc++, libc++abi, libunwind, compiler-rt, the glibc
     stubs) on a build's first link: in this user's source cache, so that every build of theirs after the
@@ -45,10 +39,7 @@ def zig_global_cache(cache_dir: Path) -> Path | None:
     strips their debug info (the one place their directory is named). None where the source cache cannot be
     written: the work dir's then.
     """
-    return _writable(cache_dir / "zig-global")
-
-
-def _writable(d: Path) -> Path | None:
+    d = cache_dir / "zig-global"
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -75,9 +66,10 @@ def compiler_for(
     build: Toolchain | None = None, drop_flags: tuple[str, ...] = (),
 ) -> Compiler:
     """The Compiler of a build with these settings, LLVM's or a wheel's: zig's local cache in the work dir, its
-    global one (the runtimes) where zig_global_for says, so that no build of a user's builds them twice."""
+    global one (the runtimes) in the source cache (zig_global_cache), so that no build of a user's builds them
+    twice. A build from a bundle has the bundle's cache as its source cache: nothing of the user's is used."""
     return Compiler(toolchain, zig_root, out, settings.toolchain_dir, settings.work_dir / "zig-cache", build=build,
-                    drop_flags=drop_flags, global_cache=zig_global_for(settings) if zig_root else None)
+                    drop_flags=drop_flags, global_cache=zig_global_cache(settings.cache_dir) if zig_root else None)
 
 
 @dataclass

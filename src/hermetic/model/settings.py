@@ -255,9 +255,6 @@ class Settings:
     distribute: Distribution | None = None
     # The builder's signing key (ECDSA P-256, PEM): attestations are signed with it; None leaves them unsigned.
     sign_key: Path | None = None
-    # zig's global cache, where zig builds its runtimes once per target (build.env.zig_global_cache); derived
-    # like the compile cache, never an input. None: <cache>/zig-global. A build from a bundle keeps the user's.
-    zig_global: Path | None = None
 
     def digest(self) -> str:
         data = {k: str(v) for k, v in dataclasses.asdict(self).items()}

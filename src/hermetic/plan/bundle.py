@@ -156,11 +156,8 @@ def settings_for(settings: Settings, opened: Opened, where: Path, log: Log) -> S
         shutil.rmtree(base, ignore_errors=True)  # a half-fed bundle of ours: fed again from the start
         feed(opened, root, cache, log)
         (base / "fed").write_text(opened.manifest.digest + "\n")
-    # zig's runtimes stay in the user's cache: built by the bundle's own zig from its own files (zig keys them by
-    # both), derived like the compile cache, never an input; a fresh machine builds them once either way.
     return replace(settings, root=root, cache_dir=cache, mirrors=(), use_urls=False, use_apt=False, wheelhouse=None,
-                   substitutes=(), llvm_recipe=str(root / opened.llvm_recipe),
-                   zig_global=settings.zig_global or settings.cache_dir / "zig-global")
+                   substitutes=(), llvm_recipe=str(root / opened.llvm_recipe))
 
 
 def from_bundle(given: str | None, settings: Settings, insecure: bool = False) -> Settings:

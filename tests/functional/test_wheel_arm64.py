@@ -14,11 +14,10 @@ HERMETIC_TEST_NVPTX_ARM64 and HERMETIC_TEST_NVPTX_AMD64 naming the install prefi
 by the arm64 wheel under qemu must give the amd64 wheel's PTX byte for byte; without them those tests skip,
 saying so. bench/arm64_wheel_report.py measures the same for reports/arm64-wheel.json.
 
-Cost on the 2-core dev machine (shared with an LLVM build): the root 6 s (apt, then kept in the cache), the
-arm64 llvmprobe wheel about 90 s (zig's runtimes for the target are in the source cache since the arm64
-LLVM build; the amd64 one is
-test_wheel_zig.py's, the session's `zig_probe_wheel`), the verify rebuild 122 s: 4 minutes for the three CI
-tests, with the support trees and the amd64 wheel given. The two tilec tests: 297 s, nearly
+Cost on the idle 2-core dev machine in a fresh-clone CI run: the root and the arm64 llvmprobe wheel about
+31 s (zig's runtimes for the target are in the source cache since the arm64 LLVM build; the amd64 wheel is
+test_wheel_zig.py's, the session's `zig_probe_wheel`), the verify rebuild about 13 s: under a minute for the
+three CI tests, with the support trees and the amd64 wheel given. The two tilec tests: 297 s, nearly
 all of it the two tilec wheels (the PTX comparison under qemu 8 s).
 """
 

@@ -164,7 +164,7 @@ def zig_probe_wheel(tmp_path_factory: pytest.TempPathFactory, zig_support_instal
     test_wheel_zig.py checks this wheel and has `hermetic verify` rebuild it elsewhere; test_wheel_arm64.py
     compares the arm64 wheel's answers under qemu with this one's. Their builds had the same project, tree,
     toolchain, Python and jobs, and gave the same sha256 (a fresh work dir changes none of it): one build of
-    a few seconds on 2 cores, once zig's runtimes are in the source cache, serves both.
+    about 12 s on 2 cores, once zig's runtimes are in the source cache, serves both.
     """
     if os.uname().machine != "x86_64":
         pytest.skip("the pinned ziglang wheel is the x86_64 one")

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +24,11 @@ from typing import Any
 SCHEMA = "hermetic.bundle-parts/1"
 LISTING, MARK = "parts.json", "part.json"
 MIB = 1024 * 1024
-# a call carries 64 MiB of working tree, the checkout itself (about 14 MiB) included
-DEFAULT_MAX_MIB = 48
+# A device call carries 64 MiB of working tree, the checkout itself included (about 16 MiB on 2026-11-28, and
+# growing with reports/): a part gets what the checkout leaves, less a margin for what changes before the calls.
+CALL_MIB = 64
+MARGIN_MIB = 2
+FALLBACK_MAX_MIB = 44  # where git cannot say how big the checkout is
 
 
 class PartsError(Exception):
@@ -40,6 +44,30 @@ class Piece:
     path: str  # the file's path in the layout
     offset: int
     length: int
+
+
+def checkout_mib(root: Path) -> float | None:
+    """What a device call carries of the checkout at `root`: its tracked files and the untracked ones git does not
+    ignore, in MiB; None where git cannot tell."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    total = 0
+    for name in out.split(b"\0"):
+        path = root / os.fsdecode(name)
+        if name and path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total / MIB
+
+
+def default_max_mib(root: Path) -> float:
+    """The biggest part that fits one call beside the checkout at `root`."""
+    size = checkout_mib(root)
+    if size is None:
+        return FALLBACK_MAX_MIB
+    return max(1.0, CALL_MIB - MARGIN_MIB - float(int(size) + 1))
 
 
 def sha256_file(path: Path) -> str:
@@ -251,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     s = sub.add_parser("split", help="a bundle layout into part directories")
     s.add_argument("layout", type=Path)
     s.add_argument("--output", type=Path, required=True, help="a new directory for part-NN-of-MM/")
-    s.add_argument("--max-mib", type=float, default=DEFAULT_MAX_MIB, help=f"the most one part holds ({DEFAULT_MAX_MIB})")
+    s.add_argument("--max-mib", type=float, help=f"the most one part holds (default: what a {CALL_MIB} MiB device call "
+                   f"leaves beside this checkout, less {MARGIN_MIB} MiB)")
     t = sub.add_parser("stash", help="carried parts, each checked, copied into DIR/<split>/")
     t.add_argument("parts", type=Path, nargs="+")
     t.add_argument("--into", type=Path, required=True)
@@ -261,7 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "split":
-            for d in split(args.layout, args.output, int(args.max_mib * MIB)):
+            max_mib = args.max_mib if args.max_mib is not None else default_max_mib(Path(__file__).resolve().parents[2])
+            print(f"parts of at most {max_mib:g} MiB")
+            for d in split(args.layout, args.output, int(max_mib * MIB)):
                 size = sum(f.stat().st_size for f in d.iterdir())
                 print(f"{d} {size / MIB:.1f} MiB")
         elif args.cmd == "stash":

@@ -42,18 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermetic.build.wrapper_text import wrapper_scripts
+from hermetic.build.wrapper_text import render_scripts
 from hermetic.core.errors import EnvironmentError_, UsageError
 
 if TYPE_CHECKING:
-    from hermetic.model import toolchains
+    from hermetic.core.toolchain import Toolchain
     from hermetic.model.settings import CompileHost, Distribution
 
 INSIDE_PORT = 3632  # the first relayed port inside the namespace: 127.0.0.1:3632, :3633, …
 DEPFILE_FLAG = "--hermetic-depfile"
 
 
-def check_usable(dist: Distribution, tc: toolchains.Toolchain) -> None:
+def check_usable(dist: Distribution, tc: Toolchain) -> None:
     """Refuse, before anything runs, what a distributed build cannot do."""
     if tc.kind == "host":
         raise UsageError(
@@ -70,9 +70,9 @@ def check_usable(dist: Distribution, tc: toolchains.Toolchain) -> None:
 LANGS = ("cc", "c++")
 
 
-def wrapper_script(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, lang: str) -> str:
+def wrapper_script(tc: Toolchain, zig_root: Path, cache_root: Path, lang: str) -> str:
     """The toolchain's wrapper for `lang`, also taking the preprocessed files a compile host is sent."""
-    base = wrapper_scripts(tc, zig_root, cache_root)[lang].rstrip("\n").splitlines()
+    base = render_scripts(tc.name, tc.label, tc.target, zig_root, cache_root)[lang].rstrip("\n").splitlines()
     head = [ln for ln in base if ln.startswith("#") or "; export " in ln]
     body = [ln for ln in base[len(head):] if not ln.startswith("exec ")]
     run = next(ln for ln in base if ln.startswith("exec "))
@@ -106,14 +106,14 @@ def wrapper_script(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, l
     return "\n".join([*head, *pre, *body, *tail])
 
 
-def compiler_name(tc: toolchains.Toolchain, lang: str) -> str:
+def compiler_name(tc: Toolchain, lang: str) -> str:
     """`hermetic-zig-<16 hex>-c++`: the toolchain's identity and the wrapper's text (with fixed paths)."""
     h = hashlib.sha256(json.dumps(tc.identity(), sort_keys=True).encode())
     h.update(wrapper_script(tc, Path("/zig"), Path("/zig-cache"), lang).encode())
     return f"hermetic-{tc.name}-{h.hexdigest()[:16]}-{lang}"
 
 
-def write_wrappers(tc: toolchains.Toolchain, zig_root: Path, cache_root: Path, bin_dir: Path) -> dict[str, Path]:
+def write_wrappers(tc: Toolchain, zig_root: Path, cache_root: Path, bin_dir: Path) -> dict[str, Path]:
     """The identity-named wrappers in `bin_dir` (a build's own, or a compile host's on distccd's PATH)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     out = {}

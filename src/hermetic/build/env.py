@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.build import compile_cache, distribute, netrelay, sandbox, wrappers
-from hermetic.build.wrapper_text import wrapper_scripts
 from hermetic.core.errors import EnvironmentError_
 from hermetic.model import record
 
@@ -177,7 +176,7 @@ def _compile_cache(
     if tc.kind != "host":
         # The wrappers' text with fixed paths: a change of what they pass the compiler changes the keys.
         scripts = "\n".join(f"{k}\n{v}" for k, v in sorted(
-            wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
+            wrappers.wrapper_scripts(tc, Path("/zig"), Path("/zig-cache"), lib_dir=Path("/zig-lib")).items()))
     conf = compile_cache.write_config(
         new / "ccache", cache, base_dir=new, check=compile_cache.compiler_check(tc.identity(), scripts),
         compiler_type="clang" if tc.kind != "host" else None, prefix_command=prefix,

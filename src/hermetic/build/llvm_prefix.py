@@ -150,7 +150,7 @@ def wheel_toolchain(
             f"with that toolchain first (`hermetic build llvm {asked}`)",
         )
     try:
-        tc = toolchains.select_recorded(catalog, built_with)
+        tc = toolchains.select_recorded(catalog, built_with.name, built_with.target, built_with.glibc)
     except UsageError as exc:
         raise UsageError(
             f"this checkout cannot select the toolchain the LLVM at {prefix} was built with ({built_with.label})",

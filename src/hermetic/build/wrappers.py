@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hermetic.build.wrapper_text import wrapper_scripts, zig_env
+from hermetic.build.wrapper_text import render_scripts, zig_env
 from hermetic.core.errors import EnvironmentError_, SubprocessFailed
 from hermetic.core.platforms import ARCHES, PLATFORMS, oci_arch
 
 if TYPE_CHECKING:
-    from hermetic.model.toolchains import Toolchain
+    from hermetic.core.toolchain import Toolchain
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,14 @@ def tools_cmake(bin_dir: Path) -> str:
         f'set(CMAKE_RANLIB "{bin_dir / "ranlib"}" CACHE FILEPATH "" FORCE)',
         "",
     ])
+
+
+def wrapper_scripts(
+    tc: Toolchain, zig_root: Path, cache_root: Path, drop_flags: tuple[str, ...] = (), lib_dir: Path | None = None,
+    global_cache: Path | None = None,
+) -> dict[str, str]:
+    """The toolchain's wrappers: see wrapper_text.render_scripts."""
+    return render_scripts(tc.name, tc.label, tc.target, zig_root, cache_root, drop_flags, lib_dir, global_cache)
 
 
 def render_profile(tc: Toolchain, toolchain_dir: Path, bin_dir: Path, tools: Path) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -16,82 +14,20 @@ import yaml
 from hermetic.core.errors import EnvironmentError_, UsageError
 from hermetic.core.platforms import ARCHES, PLATFORMS, machine_arch, oci_arch, zig_arch
 
+# the value type lives in core (the wrappers below the model take it); its users know it from here too
+from hermetic.core.toolchain import TARGET
+from hermetic.core.toolchain import UNPACK_LAYOUT as UNPACK_LAYOUT
+from hermetic.core.toolchain import WRAPPERS_VERSION as WRAPPERS_VERSION
+from hermetic.core.toolchain import SlimPin as SlimPin
+from hermetic.core.toolchain import Toolchain as Toolchain
+
 if TYPE_CHECKING:
     from hermetic.core.platforms import Platform
-    from hermetic.model.record import ToolchainRef
 
 KINDS = ("zig", "host")
 
 
 _GLIBC = re.compile(r"^2\.(\d+)$")
-
-
-_TARGET = re.compile(r"^(?P<arch>[a-z0-9_]+)-linux-gnu(?:\.(?P<glibc>2\.\d+))?$")
-
-
-UNPACK_LAYOUT = 1  # bump when the unpacked selection (keep_member) changes
-
-
-WRAPPERS_VERSION = 3  # bump when the generated wrappers or profile change what a build compiles
-
-
-@dataclass(frozen=True)
-class SlimPin:
-    """The pinned slim archive derived from the wheel: another carrier of the same unpacked tree."""
-
-    file: str
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    name: str
-    kind: str  # zig | host
-    description: str = ""
-    version: str = ""
-    package: str = ""
-    file: str = ""
-    sha256: str = ""
-    clang_version: str = ""
-    target: str = ""  # e.g. x86_64-linux-gnu.2.28; empty for host
-    arches: tuple[str, ...] = ()
-    glibc_min: str = ""
-    source_date_epoch: int = 0
-    # Not in identity(): a build from the slim archive and one from the wheel have the same inputs.
-    slim: SlimPin | None = None
-
-    @property
-    def arch(self) -> str:
-        return self.target.split("-", 1)[0] if self.target else ""
-
-    @property
-    def glibc(self) -> str:
-        m = _TARGET.match(self.target)
-        return (m.group("glibc") or "") if m else ""
-
-    @property
-    def label(self) -> str:
-        """How plans and logs name it: `zig 0.17.1 x86_64-linux-gnu.2.28`, `host`."""
-        return f"{self.name} {self.version} {self.target}" if self.kind == "zig" else self.name
-
-    def identity(self) -> dict[str, str]:
-        """What makes two builds' compilers the same: goes into every inputs digest."""
-        if self.kind == "host":
-            return {"name": self.name, "kind": self.kind}
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "version": self.version,
-            "file": self.file,
-            "sha256": self.sha256,
-            "target": self.target,
-            "unpack_layout": str(UNPACK_LAYOUT),
-            "wrappers": str(WRAPPERS_VERSION),
-        }
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -161,7 +97,7 @@ def load(toolchain_dir: Path) -> Catalog:
             glibc_min=str(t["glibc_min"]),
             source_date_epoch=int(t.get("source_date_epoch", 0)),
         )
-        m = _TARGET.match(tc.target)
+        m = TARGET.match(tc.target)
         if not m or m.group("arch") not in arches or not m.group("glibc"):
             raise _fail(path, f"toolchain {name!r}: target {tc.target!r} is not <arch>-linux-gnu.2.NN of {arches}")
         if "slim" in t:
@@ -231,11 +167,11 @@ def select(catalog: Catalog, name: str | None = None, glibc: str | None = None, 
     return _replace_target(tc, f"{new_arch}-linux-gnu.{floor}")
 
 
-def select_recorded(catalog: Catalog, ref: ToolchainRef) -> Toolchain:
-    """This checkout's toolchain of the name, glibc floor and arch a record names (its identity may differ:
-    callers compare)."""
-    arch = ref.target.split("-", 1)[0] if ref.target else None
-    return select(catalog, ref.name, ref.glibc or None, arch)
+def select_recorded(catalog: Catalog, name: str, target: str, glibc: str) -> Toolchain:
+    """This checkout's toolchain of the name, glibc floor and arch of the target a record names (a record's
+    ToolchainRef: its identity may differ, callers compare)."""
+    arch = target.split("-", 1)[0] if target else None
+    return select(catalog, name, glibc or None, arch)
 
 
 def _replace_target(tc: Toolchain, target: str) -> Toolchain:

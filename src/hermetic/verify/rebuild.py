@@ -198,7 +198,7 @@ def _release_archive(
 def _recorded_toolchain(settings: Settings, want: record.ToolchainRef) -> toolchains.Toolchain:
     """This checkout's toolchain of the recorded name and target; refused when its pinned identity differs."""
     try:
-        tc = toolchains.select_recorded(toolchains.load(settings.toolchain_dir), want)
+        tc = toolchains.select_recorded(toolchains.load(settings.toolchain_dir), want.name, want.target, want.glibc)
     except UsageError as exc:
         raise VerifyError(
             f"this checkout cannot select the toolchain the artifact was built with ({want.label})",

@@ -37,14 +37,13 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from hermetic.core.errors import EnvironmentError_, UsageError
 
 if TYPE_CHECKING:
-    from hermetic.model.record import CacheStats
-    from hermetic.model.settings import CompileCache
+    from hermetic.core.compiles import CompileCache
 
 _T = TypeVar("_T")
 
@@ -309,7 +308,20 @@ def parse_stats(text: str, make: Callable[..., _T]) -> _T:
     )
 
 
-def failure_note(answered: bool, stats: CacheStats | None) -> str:
+class Counts(Protocol):
+    """What failure_note reads of the record's CacheStats (the record is the caller's, as for parse_stats)."""
+
+    @property
+    def hits(self) -> int: ...
+
+    @property
+    def misses(self) -> int: ...
+
+    @property
+    def remote_errors(self) -> int: ...
+
+
+def failure_note(answered: bool, stats: Counts | None) -> str:
     """What the record says when the cache failed the build: from ccache's own counters, how many compiles
     could not use it and so ran here. "" when it served the whole build."""
     if stats is None:

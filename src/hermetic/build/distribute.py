@@ -46,8 +46,8 @@ from hermetic.build.wrapper_text import render_scripts
 from hermetic.core.errors import EnvironmentError_, UsageError
 
 if TYPE_CHECKING:
+    from hermetic.core.compiles import CompileHost, Distribution
     from hermetic.core.toolchain import Toolchain
-    from hermetic.model.settings import CompileHost, Distribution
 
 INSIDE_PORT = 3632  # the first relayed port inside the namespace: 127.0.0.1:3632, :3633, …
 DEPFILE_FLAG = "--hermetic-depfile"

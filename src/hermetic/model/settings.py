@@ -13,8 +13,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+# the value types of --compile-cache and --distribute live in core (the mechanisms below the model take them)
+from hermetic.core.compiles import DEFAULT_PORT, DEFAULT_SLOTS, LOCAL_SCHEMES, SCHEMES
+from hermetic.core.compiles import CompileCache as CompileCache
+from hermetic.core.compiles import CompileHost as CompileHost
+from hermetic.core.compiles import Distribution as Distribution
 from hermetic.core.errors import UsageError
 from hermetic.core.names import looks_like_registry, valid_repository
 from hermetic.core.platforms import PLATFORMS, machine_arch
@@ -40,34 +45,7 @@ def find_root(start: Path) -> Path:
 
 # -- the value types of settings: parsed here, used by the mechanisms that take them -------------------
 
-SCHEMES = ("redis+unix", "file", "redis", "http")
-_LOCAL = ("redis+unix", "file")  # reached through the file system: fine inside the network namespace
 _CACHE_EXAMPLES = "e.g. --compile-cache redis+unix:/run/redis/redis.sock or --compile-cache file:///srv/ccache"
-
-
-@dataclass(frozen=True)
-class CompileCache:
-    """A parsed --compile-cache URL: what ccache is given (`url`) and what it names."""
-
-    url: str  # as ccache takes it, attributes (`|umask=002`, `|read-only`) included
-    scheme: str
-    path: str  # the socket or directory of a local cache; "" for a network one
-    address: str = ""  # host:port of a network cache
-
-    @property
-    def local(self) -> bool:
-        return self.scheme in _LOCAL
-
-    @property
-    def shown(self) -> str:
-        """The URL without a password, as plans and records name it."""
-        base, bar, attrs = self.url.partition("|")
-        parts = urlsplit(base)
-        if parts.password is None:
-            return self.url
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc)) + bar + attrs
 
 
 def parse_compile_cache(text: str) -> CompileCache:
@@ -85,7 +63,7 @@ def parse_compile_cache(text: str) -> CompileCache:
             _CACHE_EXAMPLES,
         )
     parts = urlsplit(base)
-    if scheme in _LOCAL:
+    if scheme in LOCAL_SCHEMES:
         # redis+unix:/path and redis+unix:///path are both ccache's spelling; file: wants file:///path
         path = parts.path
         if parts.netloc or not path.startswith("/") or parts.query or parts.fragment or (scheme == "file" and not base.startswith("file:///")):
@@ -114,41 +92,9 @@ def parse_compile_cache_setting(value: Any) -> CompileCache | None:
     return parse_compile_cache(value)
 
 
-DEFAULT_PORT = 3632  # distccd's
-DEFAULT_SLOTS = 4  # distcc's default limit of jobs a TCP host is given at once
 _HOSTS_EXAMPLES = "e.g. --distribute 10.0.0.5,10.0.0.6:3632/8 (HOST[:PORT][/SLOTS], comma or space separated)"
 _HOST = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?))"
                    r"(?::(?P<port>\d+))?(?:/(?P<slots>\d+))?$")
-
-
-@dataclass(frozen=True)
-class CompileHost:
-    host: str
-    port: int = DEFAULT_PORT
-    slots: int = DEFAULT_SLOTS
-
-    @property
-    def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def spec(self) -> str:
-        return f"{self.address}/{self.slots}"
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """The parsed --distribute: the compile hosts, in the order given."""
-
-    hosts: tuple[CompileHost, ...]
-
-    @property
-    def shown(self) -> str:
-        return " ".join(h.spec for h in self.hosts)
-
-    @property
-    def slots(self) -> int:
-        return sum(h.slots for h in self.hosts)
 
 
 def parse_host(text: str) -> CompileHost:

@@ -343,7 +343,7 @@ def build_metadata(settings: Settings, wrec: record.WheelRecord) -> dict[str, st
     pinned = {p.name.lower().replace("_", "-"): set(p.sha256) for p in wrec.build_requirements.pinned}
     out: dict[str, str] = {}
     dirs = {Path(wrec.wheelhouse)} if wrec.wheelhouse else set()
-    for d in {*dirs, requirements.wheelhouse_dir(settings)}:
+    for d in {*dirs, settings.wheelhouse_dir}:
         for whl in sorted(d.glob("*.whl")) if d.is_dir() else []:
             project = requirements.wheel_project(whl.name)
             if project and project[0] in pinned and project[0] not in out and file_sha256(whl) in pinned[project[0]]:

@@ -33,7 +33,7 @@ from hermetic.core.errors import EnvironmentError_, SourceError
 from hermetic.core.log import null_log
 from hermetic.core.staging import staged_dir, write_file
 from hermetic.model.record import scan_tree, tree_digest
-from hermetic.model.requirements import load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model.requirements import load_requirements, require_wheelhouse
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
@@ -123,7 +123,7 @@ def _unpack(wheel: Path, name: str, version: str, sha256: str, dest: Path, log: 
 def ensure(settings: Settings, log: Log = null_log) -> BuildTools:
     """The pinned CMake and Ninja, unpacked from the verified wheelhouse into the cache."""
     reqs = load_requirements(settings.toolchain_dir / "build-requirements.txt")
-    house = wheelhouse_dir(settings)
+    house = settings.wheelhouse_dir
     check = require_wheelhouse(house, reqs)
     tools: list[Tool] = []
     for name in TOOLS:

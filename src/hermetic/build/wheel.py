@@ -74,7 +74,7 @@ from hermetic.core.errors import BuildError, RecipeError, UsageError
 from hermetic.core.log import null_log
 from hermetic.fetch import sdist, toolchain
 from hermetic.model import recipe, record, toolchains
-from hermetic.model.requirements import load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model.requirements import load_requirements, require_wheelhouse
 from hermetic.model.wheels import DEFAULT_RECIPE, SdistPin, WheelRecipe, load_wheel_recipe
 
 if TYPE_CHECKING:
@@ -241,7 +241,7 @@ def plan(
     usable(interp, tc)
     runner = build_interpreter(interp, search_path)
     reqs = load_requirements(settings.root / wr.requirements)
-    wh = (wheelhouse or wheelhouse_dir(settings)).resolve()
+    wh = (wheelhouse or settings.wheelhouse_dir).resolve()
     require_wheelhouse(wh, reqs)
     toolchain_file = settings.toolchain_dir / "reproducible.cmake"
     if not toolchain_file.is_file():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hermetic.core.errors import EnvironmentError_, SourceError, disk_full
-from hermetic.model.requirements import check_wheelhouse, load_requirements, require_wheelhouse, wheelhouse_dir
+from hermetic.model.requirements import check_wheelhouse, load_requirements, require_wheelhouse
 from hermetic.model.wheels import requirement_files
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def fetch_wheelhouse(
     import platform
 
     reqs = load_requirements(requirements or settings.toolchain_dir / "build-requirements.txt")
-    out = dest or wheelhouse_dir(settings)
+    out = dest or settings.wheelhouse_dir
     check = check_wheelhouse(out, reqs)
     if not check.missing and not check.bad:
         log(f"wheelhouse: {len(reqs.items)} build requirements already in {out} (verified)")
@@ -165,7 +165,7 @@ def _download(reqs: Requirements, out: Path, pythons: Sequence[str], python: str
 def fetch_wheelhouses(settings: Settings, log: Log, recipes: list[WheelRecipe] | None = None,
                       dest: Path | None = None) -> Path:
     """Fill the wheelhouse with every requirement_files() pin; returns the wheelhouse."""
-    out = dest or wheelhouse_dir(settings)
+    out = dest or settings.wheelhouse_dir
     for path in requirement_files(settings, recipes):
         fetch_wheelhouse(settings, log, requirements=path, dest=out)
     return out

@@ -6,13 +6,9 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import RecipeError, SourceError
-
-if TYPE_CHECKING:
-    from hermetic.model.settings import Settings
 
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
@@ -126,10 +122,6 @@ def load_requirements(path: Path) -> Requirements:
             "restore toolchain/build-requirements.txt from git",
         ) from exc
     return Requirements(path, parse_requirements(text, str(path)))
-
-
-def wheelhouse_dir(settings: Settings) -> Path:
-    return settings.wheelhouse or settings.cache_dir / "wheelhouse"
 
 
 def wheel_project(filename: str) -> tuple[str, str] | None:

@@ -207,6 +207,11 @@ class Settings:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     @property
+    def wheelhouse_dir(self) -> Path:
+        """The pinned build requirements' wheels: `wheelhouse`, else <cache>/wheelhouse."""
+        return self.wheelhouse or self.cache_dir / "wheelhouse"
+
+    @property
     def recipes_dir(self) -> Path:
         return self.root / "recipes"
 

@@ -8,15 +8,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import yaml
 
 from hermetic.core import platforms
 from hermetic.core.errors import RecipeError
-
-if TYPE_CHECKING:
-    from hermetic.model.settings import Settings
 
 # how a recipe hands CMake its arguments: scikit-build-core's config settings, or the CMAKE_ARGS environment variable
 CMAKE_ARGS_MODES = ("config-settings", "CMAKE_ARGS")
@@ -187,7 +184,20 @@ def load_wheel_recipe(recipes_dir: Path, name: str = DEFAULT_RECIPE) -> WheelRec
     )
 
 
-def requirement_files(settings: Settings, recipes: list[WheelRecipe] | None = None) -> list[Path]:
+class Checkout(Protocol):
+    """What requirement_files reads of the Settings, by its shape: the wheel recipes sit below model.settings."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def recipes_dir(self) -> Path: ...
+
+    @property
+    def toolchain_dir(self) -> Path: ...
+
+
+def requirement_files(settings: Checkout, recipes: list[WheelRecipe] | None = None) -> list[Path]:
     """The hash-pinned requirement files the wheelhouse holds: the LLVM build's (CMake, Ninja; the compiler core's
     too) and those of the wheel recipes (default: every recipe of the checkout), each once."""
     found = [settings.toolchain_dir / "build-requirements.txt"]

@@ -80,7 +80,7 @@ class WheelhouseStep:
         return digest(*(r.digest() for r in sets)) if len(sets) > 1 else sets[0].digest()
 
     def plan(self, ctx: Context) -> Decision:
-        house = requirements.wheelhouse_dir(ctx.settings)
+        house = ctx.settings.wheelhouse_dir
         missing = [m for r in ctx.requirements for m in requirements.check_wheelhouse(house, r).missing]
         if missing:
             pinned = sum(len(r.items) for r in ctx.requirements)

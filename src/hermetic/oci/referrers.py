@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hermetic.core.errors import VerifyError
 from hermetic.oci.types import (
@@ -34,9 +34,6 @@ from hermetic.oci.types import (
     sha256_digest,
     split_digest,
 )
-
-if TYPE_CHECKING:  # the layouts are the callers'; this module only calls their methods
-    from hermetic.oci.layout import Layout
 
 MT_EMPTY = "application/vnd.oci.empty.v1+json"
 EMPTY_JSON = b"{}"
@@ -87,11 +84,28 @@ class Referrer:
 # -- in a layout -----------------------------------------------------------------------------------------
 
 
-def _index_path(layout: Layout) -> Path:
+class Store(Protocol):
+    """The image layout whose referrers these are: what this module calls of oci.layout.Layout, which is
+    the callers' (it sits above this module, on oci.http)."""
+
+    path: Path
+
+    def blob_path(self, digest: str) -> Path: ...
+
+    def put_bytes(self, data: bytes) -> str: ...
+
+    def read_json(self, desc: Descriptor) -> dict[str, Any]: ...
+
+    def verify_blob_file(self, desc: Descriptor) -> Path: ...
+
+    def children(self, desc: Descriptor) -> list[Descriptor]: ...
+
+
+def _index_path(layout: Store) -> Path:
     return layout.path / REFERRERS_FILE
 
 
-def _entries(layout: Layout) -> list[dict[str, Any]]:
+def _entries(layout: Store) -> list[dict[str, Any]]:
     path = _index_path(layout)
     if not path.is_file():
         return []
@@ -106,7 +120,7 @@ def _entries(layout: Layout) -> list[dict[str, Any]]:
     return [dict(m) for m in manifests if isinstance(m, dict)]
 
 
-def _write_entries(layout: Layout, entries: Sequence[Mapping[str, Any]]) -> None:
+def _write_entries(layout: Store, entries: Sequence[Mapping[str, Any]]) -> None:
     ordered = sorted(entries, key=lambda e: (str(e.get("artifactType", "")), str(e.get("digest", ""))))
     index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [dict(e) for e in ordered]}
     tmp = layout.path / f".{REFERRERS_FILE}.tmp{os.getpid()}"
@@ -124,7 +138,7 @@ def _descriptor(manifest: Mapping[str, Any], data: bytes) -> dict[str, Any]:
 
 
 def attach(
-    layout: Layout,
+    layout: Store,
     subject: Descriptor,
     artifact_type: str,
     payload: bytes,
@@ -149,7 +163,7 @@ def attach(
     return add_manifest(layout, manifest)
 
 
-def add_manifest(layout: Layout, manifest: Mapping[str, Any]) -> Referrer:
+def add_manifest(layout: Store, manifest: Mapping[str, Any]) -> Referrer:
     """Store an artifact manifest (its blobs already in the layout) and index it; replaces one of its kind and subject."""
     data = canonical_json(manifest)
     layout.put_bytes(data)
@@ -162,7 +176,7 @@ def add_manifest(layout: Layout, manifest: Mapping[str, Any]) -> Referrer:
     return Referrer(desc, dict(manifest), layout.blob_path(first.digest))
 
 
-def referrers(layout: Layout, subject: str | None = None, artifact_type: str | None = None) -> list[Referrer]:
+def referrers(layout: Store, subject: str | None = None, artifact_type: str | None = None) -> list[Referrer]:
     """The artifacts stored in the layout (about `subject` and of `artifact_type` when given), verified."""
     out = []
     for entry in _entries(layout):
@@ -181,7 +195,7 @@ def referrers(layout: Layout, subject: str | None = None, artifact_type: str | N
     return out
 
 
-def copy_referrers(src: Layout, dest: Layout, subject: str) -> list[Referrer]:
+def copy_referrers(src: Store, dest: Store, subject: str) -> list[Referrer]:
     """Copy the artifacts about `subject` (verified on reading) and their blobs from one layout into another."""
     found = referrers(src, subject=subject)
     for ref in found:

@@ -11,7 +11,7 @@ import os
 import tarfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, VerifyError, disk_full
@@ -21,7 +21,6 @@ from hermetic.model import record
 
 if TYPE_CHECKING:
     from hermetic.core.log import Log
-    from hermetic.fetch.sources import CachedArchive
     from hermetic.model.recipe import Archive, PruneRules, Recipe, Variant
 
 # The pruning code's version; what is kept is the recipe's data (conandata.yml `prune:`).
@@ -81,8 +80,21 @@ def _normalized(info: tarfile.TarInfo, name: str, epoch: int) -> tarfile.TarInfo
     return out
 
 
+class Source(Protocol):
+    """The cached release archive a prune reads: fetch.sources.CachedArchive, which sits beside this module
+    (both under plan.resolve), not below it."""
+
+    @property
+    def archive(self) -> Archive: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    def as_json(self) -> dict[str, str]: ...
+
+
 def prune(
-    source: CachedArchive,
+    source: Source,
     recipe: Recipe,
     variant: Variant,
     dest: Path,
@@ -206,7 +218,7 @@ def cached_pruned(
     return None
 
 
-def ensure_pruned(cache_dir: Path, rec: Recipe, src: CachedArchive, variant: Variant, log: Log) -> dict[str, Any]:
+def ensure_pruned(cache_dir: Path, rec: Recipe, src: Source, variant: Variant, log: Log) -> dict[str, Any]:
     """The pruned archive for the variant, from the cache or written now; returns its description."""
     dest = pruned_path(cache_dir, rec, src.archive, variant)
     meta_path = dest.with_name("pruned.json")

@@ -21,7 +21,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hermetic.attest import provenance, sbom, sbom_wheel, signing
+from hermetic.attest import provenance, sbom, signing
 from hermetic.build import buildenv
 from hermetic.core import times
 from hermetic.core.digests import file_sha256
@@ -365,7 +365,7 @@ def wheel_documents(
     origin = None if llvm_rec is not None else llvm_origin(prefix)
     canonical = _canonical(settings)
     chain = _wheel_toolchain(wrec)
-    bom = sbom_wheel.wheel_sbom(
+    bom = sbom.wheel_sbom(
         wrec, license_expression=wheel_license(art.wheel), llvm_record=llvm_rec, llvm_origin=origin,
         canonical=canonical, toolchain=chain, metadata=build_metadata(settings, wrec),
     )

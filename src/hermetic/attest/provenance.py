@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hermetic import __version__
-from hermetic.attest.sbom import origin_uri, tool_version, toolchain_package, toolchain_purl
+from hermetic.attest.cyclonedx import origin_uri, tool_version, toolchain_package, toolchain_purl
 from hermetic.core import times
 
 if TYPE_CHECKING:
-    from hermetic.attest.sbom import ImageFacts
+    from hermetic.attest.cyclonedx import ImageFacts
     from hermetic.model.record import BuildRecord, Offline, ToolchainRef, ToolchainVersions, WheelRecord
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -11,59 +11,54 @@ ships on PyPI so tests validate offline.
 An SBOM is a pure function of the records and the artifact: no clock, no
 paths of the build machine, a serial number derived from the subject digest.
 Building the same artifact again gives the same SBOM bytes.
+
+The format itself, and what the provenance shares of it, is cyclonedx.py's, which reads no record;
+this module adds what the records (model.record) say.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hermetic import __version__
 from hermetic.attest import licences
-from hermetic.core import times
+
+# the format, which the provenance shares; the names its users (and the SBOM's readers) know from here too
+from hermetic.attest.cyclonedx import MEDIA_TYPE as MEDIA_TYPE
+from hermetic.attest.cyclonedx import PROP as PROP
+from hermetic.attest.cyclonedx import SCHEMA_URL as SCHEMA_URL
+from hermetic.attest.cyclonedx import SPEC_VERSION as SPEC_VERSION
+from hermetic.attest.cyclonedx import ImageFacts as ImageFacts
+from hermetic.attest.cyclonedx import (
+    _bom,
+    _license,
+    _props,
+    _sha256,
+    _toolchain_components,
+    _unique,
+    _with_licence,
+    runtime_components,
+    toolchain_package,
+    toolchain_purl,
+)
+from hermetic.attest.cyclonedx import dumps as dumps
+from hermetic.attest.cyclonedx import find_component as find_component
+from hermetic.attest.cyclonedx import origin_uri as origin_uri
+from hermetic.attest.cyclonedx import property_of as property_of
+from hermetic.attest.cyclonedx import subject_sha256 as subject_sha256
+from hermetic.attest.cyclonedx import tool_version as tool_version
 
 if TYPE_CHECKING:
     from hermetic.model.recipe import Recipe
-    from hermetic.model.record import BuildRecord, ToolchainRef
+    from hermetic.model.record import BuildRecord, PinnedRequirement, ToolchainRef, ToolchainVersions, WheelRecord
 
-SPEC_VERSION = "1.6"
-SCHEMA_URL = "http://cyclonedx.org/schema/bom-1.6.schema.json"
-MEDIA_TYPE = "application/vnd.cyclonedx+json"
 LLVM_LICENSE = "Apache-2.0 WITH LLVM-exception"
 LLVM_WEBSITE = "https://llvm.org"
 LLVM_VCS = "https://github.com/llvm/llvm-project"
 NANOBIND_LICENSE = "BSD-3-Clause"
-PROP = "hermetic:"
 # The reproducibility settings every hermetic build step runs under (sandbox.build_env, umask in sandbox.run).
 BUILD_ENV = (("LC_ALL", "C"), ("TZ", "UTC"), ("PYTHONHASHSEED", "0"), ("umask", "022"))
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
-_SERIAL_NS = uuid.UUID("6f1c3b52-6c1e-5d1e-9a52-1f0d3c0b7e11")
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    """What an SBOM and a provenance say about an image; read from its layout."""
-
-    name: str  # the layout's ref name, e.g. llvm-support-19.1.7-linux-amd64
-    title: str  # llvm-support-19.1.7
-    manifest_digest: str
-    manifest_size: int
-    media_type: str
-    config_digest: str
-    layers: tuple[tuple[str, str, int], ...]  # (media type, digest, size)
-    arch: str
-    os: str
-    labels: Mapping[str, str]
-
-
-def tool_version(line: str) -> str:
-    """`cc (Debian 12.2.0-14) 12.2.0` → 12.2.0; `cmake version 4.4.4` → 4.4.4."""
-    found = _VERSION.findall(line or "")
-    return found[-1] if found else (line or "unknown")
 
 
 def canonical_uris(recipe: Recipe) -> dict[str, str]:
@@ -78,91 +73,7 @@ def canonical_uris(recipe: Recipe) -> dict[str, str]:
     return out
 
 
-def origin_uri(origin: str, canonical: str = "") -> str:
-    """A URI for where a copy came from: `url:X` → X, `apt:pkg=ver` → a Debian source purl."""
-    kind, _, rest = origin.partition(":")
-    if kind == "url" and rest:
-        return rest
-    if kind == "apt" and rest:
-        pkg, _, ver = rest.partition("=")
-        return f"pkg:deb/debian/{pkg}@{ver}?arch=source" if ver else f"pkg:deb/debian/{pkg}?arch=source"
-    return canonical
-
-
-def _props(pairs: Iterable[tuple[str, Any]]) -> list[dict[str, str]]:
-    return [{"name": PROP + k, "value": str(v)} for k, v in pairs if v is not None and v != ""]
-
-
-def _sha256(hexdigest: str) -> list[dict[str, str]]:
-    return [{"alg": "SHA-256", "content": hexdigest.removeprefix("sha256:")}]
-
-
-def _license(expression: str) -> list[dict[str, str]]:
-    return [{"expression": expression}]
-
-
-def serial_number(subject_digest: str) -> str:
-    return f"urn:uuid:{uuid.uuid5(_SERIAL_NS, subject_digest)}"
-
-
-def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, Any]:
-
-    return {
-        "$schema": SCHEMA_URL,
-        "bomFormat": "CycloneDX",
-        "specVersion": SPEC_VERSION,
-        "serialNumber": serial_number(subject_digest),
-        "version": 1,
-        "metadata": {
-            # the release date of the pinned source, not the wall clock: the SBOM is reproducible too
-            "timestamp": times.iso(epoch),
-            "lifecycles": [{"phase": "build"}],
-            "tools": {"components": [{"type": "application", "name": "hermetic", "version": __version__}]},
-            "component": subject,
-        },
-        "components": [],
-        "dependencies": [],
-        "formulation": [],
-    }
-
-
 # -- the LLVM part: install tree, its sources, its recipe and how it was built ------------------------
-
-
-def _licensed(expression: str, source: str) -> dict[str, Any]:
-    """A component's `licenses`, and a property saying where the expression was read."""
-    return {"licenses": _license(expression), "properties": _props([("license.source", source)])}
-
-
-def _with_licence(component: dict[str, Any], found: licences.Found) -> dict[str, Any]:
-    extra = _licensed(found.expression, found.source)
-    component["licenses"] = extra["licenses"]
-    component["properties"] = [*(component.get("properties") or []), *extra["properties"]]
-    return component
-
-
-def _toolchain_components(toolchain: Mapping[str, Any], prefix: str, kind: str = "host") -> list[dict[str, Any]]:
-    out = []
-    for name in ("cc", "cxx", "cmake", "ninja", "conan", "python"):
-        line = str(toolchain.get(name, "") or "")
-        if not line:
-            continue
-        comp = {"type": "application", "bom-ref": f"{prefix}tool:{name}", "name": name,
-                "version": tool_version(line), "description": line}
-        found = licences.of_compiler(line, kind) if name in ("cc", "cxx") else licences.of_package(name)
-        out.append(_with_licence(comp, found))
-    return out
-
-
-def toolchain_package(tc: ToolchainRef) -> tuple[str, str]:
-    """The PyPI project and version of a pinned toolchain wheel: `ziglang-0.17.1-py3-…whl` → (ziglang, 0.17.1)."""
-    parts = tc.file.split("-")
-    return (parts[0] if len(parts) > 1 else tc.name), (tc.version or (parts[1] if len(parts) > 1 else ""))
-
-
-def toolchain_purl(tc: ToolchainRef) -> str:
-    package, version = toolchain_package(tc)
-    return f"pkg:pypi/{package}@{version}"
 
 
 def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]:
@@ -182,18 +93,6 @@ def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]
         ),
     }
     return _with_licence(comp, licences.of_package(package))
-
-
-def runtime_components(kind: str, compiler_line: str, prefix: str) -> list[dict[str, Any]]:
-    """What the compiler links into every binary it makes: its runtime libraries, the C library's start files."""
-    return [
-        _with_licence(
-            {"type": "library", "bom-ref": f"{prefix}runtime:{i}", "name": part["name"],
-             "description": f"linked into the binaries by the {kind if kind != 'host' else 'host'} compiler"},
-            licences.Found(part["expression"], f"pinned: {part['from']}"),
-        )
-        for i, part in enumerate(licences.runtime_parts(kind, compiler_line))
-    ]
 
 
 def _toolchain_props(tc: ToolchainRef) -> list[tuple[str, Any]]:
@@ -402,42 +301,180 @@ class LLVMOrigin:
         return f"pkg:deb/debian/{self.package}@{self.version}?arch={self.arch}"
 
 
-def _unique(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: set[str] = set()
-    out = []
-    for c in components:
-        if c["bom-ref"] not in seen:
-            seen.add(c["bom-ref"])
-            out.append(c)
+# The wheel, what is linked into it (the LLVM, nanobind, the compiler's runtime parts), and how it was
+# built (the hash-pinned build requirements, the interpreter, the compilers, the pinned toolchain, a
+# third-party recipe's sdist), each with its SPDX licence and where that was read.
+
+LIBRARIES = ("nanobind", "scikit-build-core", "packaging", "pathspec")
+
+
+def _subject(wrec: WheelRecord, license_expression: str) -> dict[str, Any]:
+    name = wrec.wheel
+    parts = name.removesuffix(".whl").split("-")
+    dist, version = (parts[0], parts[1]) if len(parts) >= 2 else (name, "")
+    sd, llvm = wrec.project.sdist, wrec.llvm
+    found = (licences.Found(license_expression, "the wheel's METADATA") if licences.is_valid(license_expression)
+             else licences.of_package(dist))
+    subject = {
+        "type": "library",
+        "bom-ref": "wheel",
+        "name": dist,
+        "version": version,
+        "description": f"{name}: built from its release sdist {sd.file} against LLVM {llvm.version}"
+        if sd else f"{name}: the compiler core built against LLVM {llvm.version}",
+        "hashes": _sha256(wrec.sha256),
+        "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
+        "properties": _props([("wheel.file", name), ("wheel.tag", wrec.tag), ("wheel.size", wrec.size),
+                              ("glibc-required", wrec.glibc_required), ("platform-tag.from", wrec.platform_tag.source)]),
+    }
+    if sd is not None:
+        subject["externalReferences"] = [{"type": "source-distribution", "url": sd.url or f"file:{sd.file}",
+                                          "hashes": _sha256(sd.sha256)}]
+    return _with_licence(subject, found)
+
+
+def _foreign_llvm(wrec: WheelRecord, origin: LLVMOrigin | None, ref: str) -> dict[str, Any]:
+    """The LLVM a wheel links when it is not a hermetic build: a prefix, maybe a distribution package."""
+    llvm = wrec.llvm
+    comp: dict[str, Any] = {
+        "type": "library", "bom-ref": ref, "name": "llvm", "version": llvm.version,
+        "description": f"LLVM {llvm.version} at {llvm.prefix}, linked statically",
+        "licenses": _license(LLVM_LICENSE),
+        "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
+        "properties": _props([("prefix", llvm.prefix), ("built-by", "not hermetic: no build record")]),
+    }
+    if origin is not None:
+        comp["purl"] = origin.purl
+        comp["properties"] += _props([("package", f"{origin.package} {origin.version}"),
+                                      ("source-package", origin.source_package)])
+    return comp
+
+
+def _nanobind(nb: PinnedRequirement, metadata: Mapping[str, str]) -> dict[str, Any]:
+    comp = {
+        "type": "library", "bom-ref": "nanobind", "name": "nanobind", "version": nb.version,
+        "description": "compiled into the extension module (static)",
+        "purl": f"pkg:pypi/nanobind@{nb.version}",
+        "hashes": [{"alg": "SHA-256", "content": h} for h in nb.sha256],
+    }
+    return _with_licence(comp, licences.of_package("nanobind", metadata))
+
+
+def _requirement_tools(pinned: Mapping[str, PinnedRequirement], metadata: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every hash-pinned wheelhouse entry the build ran, with the licence its own METADATA states."""
+    return [
+        _with_licence(
+            {"type": "library" if name in LIBRARIES else "application", "bom-ref": f"wheel-tool:{name}",
+             "name": name, "version": p.version, "purl": f"pkg:pypi/{name}@{p.version}",
+             "hashes": [{"alg": "SHA-256", "content": h} for h in p.sha256]},
+            licences.of_package(name, metadata),
+        )
+        for name, p in sorted(pinned.items())
+    ]
+
+
+def _sdist_tool(wrec: WheelRecord, metadata: Mapping[str, str]) -> list[dict[str, Any]]:
+    """What a third-party recipe built: the release source, admitted to the cache only by this digest."""
+    sd = wrec.project.sdist
+    if sd is None:
+        return []
+    comp = {
+        "type": "file", "bom-ref": "sdist", "name": sd.file, "version": sd.version,
+        "description": f"{sd.name} {sd.version}'s release source, built by the wheel recipe {wrec.project.recipe}",
+        "hashes": _sha256(sd.sha256), "purl": f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
+        **({"externalReferences": [{"type": "source-distribution", "url": sd.url}]} if sd.url else {}),
+        "properties": _props([("origin", sd.origin)]),
+    }
+    return [_with_licence(comp, licences.of_package(sd.name, metadata))]
+
+
+def _build_tools(wrec: WheelRecord, chain: ToolchainVersions | None) -> list[dict[str, Any]]:
+    """The interpreter, the compilers (maybe detected at attestation time) and the pinned toolchain."""
+    py = wrec.python
+    out = [_with_licence({"type": "application", "bom-ref": "wheel-tool:python", "name": py.implementation.lower(),
+                          "version": py.version, "description": f"the interpreter the wheel was built for ({py.tag})"},
+                         licences.of_package("python"))]
+    pinned = wrec.toolchain_ref
+    compilers = {"cc": chain.cc, "cxx": chain.cxx} if chain else {}
+    for c in _toolchain_components(compilers, "wheel-", pinned.kind):
+        if chain and chain.detected_at:
+            c["properties"] += _props([("detected-at", chain.detected_at)])
+        out.append(c)
+    if pinned.kind != "host":
+        out.append(_pinned_toolchain_component(pinned, "wheel-"))
     return out
 
 
-def dumps(bom: Mapping[str, Any]) -> bytes:
-    """Stable bytes: sorted keys, two-space indent, trailing newline."""
-    return json.dumps(bom, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+def _workflow(wrec: WheelRecord, llvm_ref: str) -> dict[str, Any]:
+    llvm, offline, sd = wrec.llvm, wrec.offline, wrec.project.sdist
+    return {
+        "bom-ref": "workflow:wheel",
+        "uid": "sha256:" + wrec.sha256,
+        "name": f"hermetic wheel {wrec.project.name} --llvm {llvm.prefix}",
+        "taskTypes": ["build"],
+        "inputs": [
+            {"resource": {"ref": llvm_ref}},
+            *([{"resource": {"ref": "sdist"}}] if sd is not None else []),
+            {"parameters": [
+                {"name": "project", "value": wrec.project.name},
+                {"name": "recipe", "value": wrec.project.recipe},
+                {"name": "llvm-prefix", "value": llvm.prefix},
+                {"name": "llvm-version", "value": llvm.version},
+                {"name": "build-requirements.digest", "value": wrec.build_requirements.digest},
+                {"name": "recipe.digest", "value": wrec.recipe_digest},
+            ]},
+            {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(wrec.source_date_epoch)}]
+             + [{"name": k, "value": v} for k, v in BUILD_ENV]},
+        ],
+        "outputs": [{"type": "artifact", "resource": {"ref": "wheel"}}],
+        "properties": _props([("offline.enforced", str(offline.enforced).lower()), ("offline.method", offline.method),
+                              ("offline.reason", offline.reason), ("machine", wrec.machine),
+                              *_toolchain_props(wrec.toolchain_ref)]),
+    }
 
 
-# -- reading one back ------------------------------------------------------------------------------------
+def wheel_sbom(
+    wrec: WheelRecord,
+    *,
+    license_expression: str,
+    llvm_record: BuildRecord | None,
+    llvm_origin: LLVMOrigin | None,
+    canonical: Mapping[str, str],
+    toolchain: ToolchainVersions | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The SBOM of a wheel: the wheel, what is linked into it, how it was built.
 
-
-def subject_sha256(bom: Mapping[str, Any]) -> str:
-    """The SHA-256 the SBOM gives its subject (metadata.component), or ''."""
-    comp = (bom.get("metadata") or {}).get("component") or {}
-    for h in comp.get("hashes") or []:
-        if h.get("alg") == "SHA-256":
-            return str(h.get("content", ""))
-    return ""
-
-
-def property_of(component: Mapping[str, Any], name: str) -> str:
-    for p in component.get("properties") or []:
-        if p.get("name") == PROP + name:
-            return str(p.get("value", ""))
-    return ""
-
-
-def find_component(bom: Mapping[str, Any], ref: str) -> dict[str, Any]:
-    for c in bom.get("components") or []:
-        if c.get("bom-ref") == ref:
-            return dict(c)
-    return {}
+    metadata: the METADATA (or PKG-INFO) text of wheelhouse entries and sdists by project name, where the
+    attesting machine has them; their own licence expressions win over the pinned table.
+    """
+    meta = {k.lower().replace("_", "-"): v for k, v in (metadata or {}).items()}
+    bom = _bom(_subject(wrec, license_expression), "sha256:" + wrec.sha256, wrec.source_date_epoch)
+    llvm_ref = "llvm-tree"
+    tools: list[dict[str, Any]] = []
+    workflows: list[dict[str, Any]] = []
+    if llvm_record is not None:
+        part = llvm_part(llvm_record, canonical, ref=llvm_ref)
+        components, deps = list(part["components"]), list(part["dependencies"])
+        tools += part["tools"]
+        workflows.append(part["workflow"])
+    else:
+        components, deps = [_foreign_llvm(wrec, llvm_origin, llvm_ref)], [{"ref": llvm_ref, "dependsOn": []}]
+    linked = [llvm_ref]
+    pinned = {p.name: p for p in wrec.build_requirements.pinned}
+    if "nanobind" in pinned:
+        components.append(_nanobind(pinned["nanobind"], meta))
+        deps.append({"ref": "nanobind", "dependsOn": []})
+        linked.append("nanobind")
+    chain = toolchain or wrec.toolchain
+    for c in runtime_components(wrec.toolchain_ref.kind, chain.cxx if chain else "", "wheel-"):
+        components.append(c)
+        deps.append({"ref": c["bom-ref"], "dependsOn": []})
+        linked.append(c["bom-ref"])
+    deps.insert(0, {"ref": "wheel", "dependsOn": linked})
+    tools += [*_requirement_tools(pinned, meta), *_sdist_tool(wrec, meta), *_build_tools(wrec, chain)]
+    workflows.append(_workflow(wrec, llvm_ref))
+    bom["components"] = components
+    bom["dependencies"] = deps
+    bom["formulation"] = [{"bom-ref": "formula:wheel", "components": _unique(tools), "workflows": workflows}]
+    return bom

@@ -1,13 +1,12 @@
-"""The import layers of src/hermetic: each module's layer is 1 + the highest layer it imports at run time.
+"""The import layers of src/hermetic: each module's layer is 1 + the highest layer it imports.
 
     python3 -m devtools.layers [--max N] [ROOT]
 
 Prints the modules of each layer and the longest chain; exits 1 when a module sits above --max (default 7)
-or the modules import each other in a circle. Imports under `if TYPE_CHECKING:` are left out: they are
-never executed, so they order nothing (an annotation names a type, the module holding the value is the
-caller's). Run by tests/unit/test_layers.py, so CI keeps the bound.
+or the modules import each other in a circle. Every import counts, those under `if TYPE_CHECKING:` and
+inside functions too: a module that names a type depends on where that type lives as much as one that calls
+it, and the house's own measure counts them so. Run by tests/unit/test_layers.py, so CI keeps the bound.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -27,24 +26,10 @@ def modules(src: Path) -> dict[str, Path]:
     return found
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """The tree's nodes, less the bodies of `if TYPE_CHECKING:` blocks."""
-    out: list[ast.AST] = []
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            todo.extend(node.orelse)
-            continue
-        todo.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The package's modules `name` imports at run time (`from pkg import mod` counts as mod)."""
+    """The package's modules `name` imports anywhere in it (`from pkg import mod` counts as mod)."""
     found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:

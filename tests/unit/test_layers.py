@@ -35,9 +35,12 @@ def test_a_chain_too_deep_and_a_circle_fail(tmp_path: Path, capsys: pytest.Captu
     assert "import circle: hermetic.a -> hermetic.b -> hermetic.a" in capsys.readouterr().err
 
 
-def test_imports_for_annotations_only_order_nothing(tmp_path: Path) -> None:
+def test_imports_for_annotations_count_too(tmp_path: Path) -> None:
+    """A type named only under TYPE_CHECKING still ties the module to the one holding it."""
     pkg = _package(tmp_path, {
         "hermetic/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hermetic import b\nelse:\n    import hermetic.c\n",
-        "hermetic/b.py": "from hermetic import a\n", "hermetic/c.py": ""})
+        "hermetic/b.py": "", "hermetic/c.py": "def f():\n    from hermetic import b\n"})
     known = layers.modules(pkg / "src")
-    assert layers.imports("hermetic.a", known["hermetic.a"], known) == {"hermetic.c"}
+    assert layers.imports("hermetic.a", known["hermetic.a"], known) == {"hermetic.b", "hermetic.c"}
+    assert layers.imports("hermetic.c", known["hermetic.c"], known) == {"hermetic.b"}
+    assert layers.main([str(pkg), "--max", "2"]) == 1

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hermetic.attest import attach as attest
-from hermetic.attest import licences, sbom_wheel
+from hermetic.attest import licences, sbom
 from hermetic.model import record
 from schemas.examples import ZIG_ID, fake_image, fake_llvm_build, fake_wheel, settings
 
@@ -118,7 +118,7 @@ def test_every_component_of_a_wheel_sbom_is_licensed_from_the_wheelhouse(tmp_pat
     art = attest.find_wheel(wheel)
     meta = attest.build_metadata(settings(tmp_path), art.record)
     assert set(meta) == {"pip"}
-    bom = sbom_wheel.wheel_sbom(art.record, license_expression=attest.wheel_license(wheel), llvm_record=rec,
+    bom = sbom.wheel_sbom(art.record, license_expression=attest.wheel_license(wheel), llvm_record=rec,
                                 llvm_origin=None, canonical={}, metadata=meta)
     got = _check_all_licensed(bom)
     pip = next(c for c in bom["formulation"][0]["components"] if c["bom-ref"] == "wheel-tool:pip")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hermetic.attest import attach as attest
-from hermetic.attest import sbom, sbom_wheel
+from hermetic.attest import sbom
 from hermetic.core.digests import file_sha256
 from hermetic.model import record
 from hermetic.oci import referrers
@@ -129,7 +129,7 @@ def _image_sbom_of_other_tree(tmp_path: Path) -> tuple[dict[str, Any], Path]:
 def test_wheel_sbom_against_debian_llvm(tmp_path: Path) -> None:
     wheel = fake_wheel(tmp_path / "dist")
     art = attest.find_wheel(wheel)
-    bom = sbom_wheel.wheel_sbom(
+    bom = sbom.wheel_sbom(
         art.record, license_expression=attest.wheel_license(wheel), llvm_record=None,
         llvm_origin=sbom.LLVMOrigin("llvm-19-dev", "1:19.1.7-3~deb12u1", "amd64", "llvm-toolchain-19"),
         canonical={},

@@ -178,7 +178,8 @@ def test_the_runner_signs_as_a_second_builder(carried: dict[str, Path], tiny_ins
                                              tmp_path: Path) -> None:
     """The image of each variant it built, signed as its reference with the runner's own key (and OpenPGP), its
     in-toto links; what comes back (the layout but its layers) with another builder's layers verifies by the runner's
-    key and not by another."""
+    key and not by another; `hermetic sign LAYOUT --layout OWN` adds the other builder's signature in one command
+    (its layers filled in from its own build, 2 of 2 then), and refuses a layout of another image."""
     import shutil
 
     keys = tmp_path / "keys"
@@ -214,3 +215,24 @@ def test_the_runner_signs_as_a_second_builder(carried: dict[str, Path], tiny_ins
         assert ok.returncode == 0 and "signatures OK" in ok.stdout + ok.stderr, ok.stdout + ok.stderr
         refused = hermetic("verify", "--key", str(keys / "other.pub"), str(signed), check=False, clean=True)
         assert refused.returncode != 0 and "Traceback" not in refused.stderr
+
+        # the other builder adds its signature to what came back in one command: its own build fills in the layers
+        both = tmp_path / f"both-{variant}"
+        shutil.copytree(out / "signed" / variant, both)
+        missing = {d["digest"][7:] for d in [manifest["config"], *manifest["layers"]]} - came
+        added = hermetic("sign", str(both), "--layout", str(other), "--identity", mine["identity"],
+                         "--sign-key", str(keys / "other.key"), check=False, clean=True)
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert f"{len(missing)} blob(s) of {digest} copied in" in added.stdout
+        ok = hermetic("verify", "--key", str(keys / "runner.pub"), "--key", str(keys / "other.pub"), "--threshold", "2",
+                      str(both), check=False, clean=True)
+        assert ok.returncode == 0 and "2 of 2" in ok.stdout + ok.stderr, ok.stdout + ok.stderr
+
+    # not the image this builder built (its support image offered for the runner's full): refused, nothing copied in
+    wrong = tmp_path / "wrong"
+    shutil.copytree(out / "signed" / "full", wrong)
+    before = sorted(p.name for p in (wrong / "blobs" / "sha256").iterdir())
+    no = hermetic("sign", str(wrong), "--layout", str(tmp_path / "other-support"), "--identity",
+                  second["full"]["identity"], "--sign-key", str(keys / "other.key"), check=False, clean=True)
+    assert no.returncode == 8 and "is not the image you built" in no.stderr and "Traceback" not in no.stderr
+    assert sorted(p.name for p in (wrong / "blobs" / "sha256").iterdir()) == before

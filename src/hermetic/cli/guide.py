@@ -65,8 +65,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "attest": ("hermetic attest build/images/llvm-nvptx-19.1.7-linux-amd64",
                "hermetic attest --sign-key release.key build/wheels/tilec-0.1.0-*.whl"),
     "key generate": ("hermetic key generate release   writes release.key (0600) and release.pub",),
-    "sign": ("hermetic sign --sign-key release.key build/images/llvm-nvptx-19.1.7-linux-amd64",
-             "hermetic sign --sign-key release.key --layout LAYOUT registry.example.com/llvm-nvptx:19.1.7"),
+    "sign": ("hermetic sign --sign-key release.key --identity registry.example.com/llvm-nvptx:19.1.7 "
+             "build/images/llvm-nvptx-19.1.7-linux-amd64",
+             "hermetic sign --sign-key release.key --layout LAYOUT registry.example.com/llvm-nvptx:19.1.7",
+             "hermetic sign --sign-key b.key --layout LAYOUT --identity registry.example.com/llvm-nvptx:19.1.7 "
+             "THEIR-LAYOUT"),
     "intoto links": ("hermetic intoto links --record build/llvm/nvptx/record.json --image LAYOUT --sign-key b.key audit/",),
     "intoto layout": ("hermetic intoto layout --builder a.pub --builder b.pub --threshold 2 --sign-key owner.key audit/",),
     "inspect": ("hermetic inspect build/images/llvm-nvptx-19.1.7-linux-amd64",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from hermetic.attest import image_signatures, signing, simple_signing
 from hermetic.cli.common import add_command, add_group, add_sign_key, gpg_sign, identity_of, out, say, signing_key
 from hermetic.core.errors import UsageError, VerifyError
-from hermetic.oci.layout import Layout, pick_root
+from hermetic.oci.layout import Layout, fill_blobs, pick_root
 from hermetic.oci.registry import Progress, make_client
 from hermetic.oci.targets import parse_image_source
 from hermetic.oci.types import LayoutRef, Reference, sha256_digest
@@ -45,6 +45,8 @@ def cmd_sign(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError("signing a layout needs --identity REGISTRY/REPO:TAG",
                              "a signature names the reference consumers pull the image by", "")
         layout = Layout(Path(args.target.removeprefix("oci:")))
+        if args.layout:
+            _fill_from_own_build(layout, Layout(Path(args.layout)))
         layout.verify()
         subjects = image_signatures.sign_layout(layout, key, args.identity)
         for subject in subjects:
@@ -56,6 +58,19 @@ def cmd_sign(args: argparse.Namespace, settings: Settings) -> int:
                 out(f"{path} (OpenPGP)")
         return 0
     return _sign_remote(args, settings, key)
+
+
+def _fill_from_own_build(theirs: Layout, mine: Layout) -> None:
+    """Another builder's layout (it comes back without the layers): signed only when it is the image this builder
+    built, its missing blobs taken from that build."""
+    want, have = pick_root(theirs), pick_root(mine)
+    if want.digest != have.digest:
+        raise VerifyError(
+            f"{theirs.path} is not the image you built", f"it holds {want.digest}; your build is {have.digest}",
+            "do not sign it: find out why the builds differ (`hermetic verify`)",
+        )
+    copied = fill_blobs(theirs, mine, have)
+    out(f"{copied} blob(s) of {have.digest} copied in from {mine.path}")
 
 
 def _sign_remote(args: argparse.Namespace, settings: Settings, key: signing.SigningKey) -> int:
@@ -109,7 +124,9 @@ def register(subparsers: Subparsers, common: Common) -> None:
     )
     sign.add_argument("target", metavar="LAYOUT|REF", help="an OCI image layout, or REGISTRY/REPO:TAG")
     sign.add_argument("--identity", metavar="REGISTRY/REPO:TAG", help="for a layout: the reference it will be pulled by")
-    sign.add_argument("--layout", metavar="DIR", help="for a REF: your own build of it (its digest must be the same)")
+    sign.add_argument("--layout", metavar="DIR",
+                      help="your own build of it, whose digest must be the same: for a REF, the registry's image; for a "
+                           "LAYOUT (another builder's, which comes without its layers), the blobs it lacks come from it")
     sign.add_argument("--insecure", action="store_true", help="plain http (a registry on localhost)")
     add_sign_key(sign)
     sign.set_defaults(func=cmd_sign)

@@ -291,6 +291,25 @@ def pick_root(layout: Layout, ref_name: str | None = None) -> Descriptor:
     )
 
 
+def fill_blobs(dest: Layout, src: Layout, root: Descriptor) -> int:
+    """Copy into `dest` every blob reachable from `root` that `src` holds and `dest` lacks (another builder's layout
+    comes back without the layers the receiver has): each checked against its digest first; how many were copied."""
+    copied = 0
+    todo = [root]
+    while todo:
+        desc = todo.pop()
+        path = src.verify_blob_file(desc)
+        target = dest.blob_path(desc.digest)
+        if not target.exists():
+            tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+            copied += 1
+        if desc.media_type in INDEX_TYPES or desc.media_type in MANIFEST_TYPES:
+            todo.extend(src.children(desc))
+    return copied
+
+
 # -- building an image from a record ----------------------------------------------
 
 

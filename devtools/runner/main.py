@@ -43,14 +43,18 @@ OUTPUTS = ("done", "report.json", "junit.xml", "*.whl", "*.whl.cdx.json", "*.whl
            "llvm-*-install.tar.xz.part-*", "llvm-*-install.parts.sha256", "signed", "evidence", "lookaside")
 
 
-def commit(opts: Options) -> str:
+def commit(opts: Options, repo: Path = REPO) -> str:
+    """--commit, else HEAD, marked `+changes` where the tree is not HEAD's: a device's copy of the checkout carries
+    the working tree but not always its history, and a report must not name a commit it did not run."""
     if opts.commit:
         return opts.commit
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        git = ["git", "-C", str(repo)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return f"{head}+changes" if changed.strip() else head
 
 
 def start_facts(opts: Options, offline: str, fallback: str | None) -> dict[str, Any]:

@@ -169,7 +169,8 @@ class Options:
         "--identity", T, "the reference an image is signed as, the one it is pulled by; {variant} in it names each variant's "
         "(without it, only --variant's image is signed)", metavar="REGISTRY/REPO:TAG"))
     commit: str | None = field(metadata=_row(
-        "--commit", T, "the commit the report names (git rev-parse HEAD)", metavar="REV"))
+        "--commit", T, "the commit the report names (git rev-parse HEAD, with +changes where the tree differs from it)",
+        metavar="REV"))
     golden: Path = field(metadata=_row(
         "--golden", P, "the digests the built trees are compared with",
         InCheckout("tests/golden/digests.json"), metavar="FILE"))

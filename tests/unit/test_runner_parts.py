@@ -140,16 +140,3 @@ def test_the_command_line_says_what_failed_why_and_what_to_do(tmp_path: Path) ->
     assert proc.returncode == 0 and "every blob checked" in proc.stdout
     assert tree(tmp_path / "joined") == tree(layout)
 
-
-def test_the_default_part_size_leaves_room_for_the_checkout(tmp_path: Path) -> None:
-    """A part and the checkout must fit one 64 MiB call together: the default follows the checkout's size, counting
-    what git carries (tracked and untracked files, not ignored ones)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    (repo / ".gitignore").write_text("ignored/\n")
-    (repo / "big").write_bytes(b"\0" * (10 * parts.MIB))  # untracked, carried
-    (repo / "ignored").mkdir()
-    (repo / "ignored" / "huge").write_bytes(b"\0" * (30 * parts.MIB))  # not carried
-    assert parts.default_max_mib(repo) == parts.CALL_MIB - parts.MARGIN_MIB - 11
-    assert parts.default_max_mib(tmp_path / "not-a-checkout") == parts.FALLBACK_MAX_MIB

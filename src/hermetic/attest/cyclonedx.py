@@ -62,17 +62,17 @@ def origin_uri(origin: str, canonical: str = "") -> str:
 
 
 
-def _props(pairs: Iterable[tuple[str, Any]]) -> list[dict[str, str]]:
+def props(pairs: Iterable[tuple[str, Any]]) -> list[dict[str, str]]:
     return [{"name": PROP + k, "value": str(v)} for k, v in pairs if v is not None and v != ""]
 
 
 
-def _sha256(hexdigest: str) -> list[dict[str, str]]:
+def sha256_hash(hexdigest: str) -> list[dict[str, str]]:
     return [{"alg": "SHA-256", "content": hexdigest.removeprefix("sha256:")}]
 
 
 
-def _license(expression: str) -> list[dict[str, str]]:
+def license_of(expression: str) -> list[dict[str, str]]:
     return [{"expression": expression}]
 
 
@@ -82,7 +82,7 @@ def serial_number(subject_digest: str) -> str:
 
 
 
-def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, Any]:
+def new_bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, Any]:
 
     return {
         "$schema": SCHEMA_URL,
@@ -106,11 +106,11 @@ def _bom(subject: dict[str, Any], subject_digest: str, epoch: int) -> dict[str, 
 
 def _licensed(expression: str, source: str) -> dict[str, Any]:
     """A component's `licenses`, and a property saying where the expression was read."""
-    return {"licenses": _license(expression), "properties": _props([("license.source", source)])}
+    return {"licenses": license_of(expression), "properties": props([("license.source", source)])}
 
 
 
-def _with_licence(component: dict[str, Any], found: licences.Found) -> dict[str, Any]:
+def with_licence(component: dict[str, Any], found: licences.Found) -> dict[str, Any]:
     extra = _licensed(found.expression, found.source)
     component["licenses"] = extra["licenses"]
     component["properties"] = [*(component.get("properties") or []), *extra["properties"]]
@@ -118,7 +118,7 @@ def _with_licence(component: dict[str, Any], found: licences.Found) -> dict[str,
 
 
 
-def _toolchain_components(toolchain: Mapping[str, Any], prefix: str, kind: str = "host") -> list[dict[str, Any]]:
+def toolchain_components(toolchain: Mapping[str, Any], prefix: str, kind: str = "host") -> list[dict[str, Any]]:
     out = []
     for name in ("cc", "cxx", "cmake", "ninja", "conan", "python"):
         line = str(toolchain.get(name, "") or "")
@@ -127,7 +127,7 @@ def _toolchain_components(toolchain: Mapping[str, Any], prefix: str, kind: str =
         comp = {"type": "application", "bom-ref": f"{prefix}tool:{name}", "name": name,
                 "version": tool_version(line), "description": line}
         found = licences.of_compiler(line, kind) if name in ("cc", "cxx") else licences.of_package(name)
-        out.append(_with_licence(comp, found))
+        out.append(with_licence(comp, found))
     return out
 
 
@@ -161,7 +161,7 @@ def toolchain_purl(tc: PinnedWheel) -> str:
 def runtime_components(kind: str, compiler_line: str, prefix: str) -> list[dict[str, Any]]:
     """What the compiler links into every binary it makes: its runtime libraries, the C library's start files."""
     return [
-        _with_licence(
+        with_licence(
             {"type": "library", "bom-ref": f"{prefix}runtime:{i}", "name": part["name"],
              "description": f"linked into the binaries by the {kind if kind != 'host' else 'host'} compiler"},
             licences.Found(part["expression"], f"pinned: {part['from']}"),
@@ -172,7 +172,7 @@ def runtime_components(kind: str, compiler_line: str, prefix: str) -> list[dict[
 
 
 
-def _unique(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def unique_components(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     out = []
     for c in components:

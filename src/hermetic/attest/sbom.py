@@ -30,20 +30,20 @@ from hermetic.attest.cyclonedx import PROP as PROP
 from hermetic.attest.cyclonedx import SCHEMA_URL as SCHEMA_URL
 from hermetic.attest.cyclonedx import SPEC_VERSION as SPEC_VERSION
 from hermetic.attest.cyclonedx import ImageFacts as ImageFacts
-from hermetic.attest.cyclonedx import (
-    _bom,
-    _license,
-    _props,
-    _sha256,
-    _toolchain_components,
-    _unique,
-    _with_licence,
-    runtime_components,
-    toolchain_package,
-    toolchain_purl,
-)
 from hermetic.attest.cyclonedx import dumps as dumps
 from hermetic.attest.cyclonedx import find_component as find_component
+from hermetic.attest.cyclonedx import (
+    license_of,
+    new_bom,
+    props,
+    runtime_components,
+    sha256_hash,
+    toolchain_components,
+    toolchain_package,
+    toolchain_purl,
+    unique_components,
+    with_licence,
+)
 from hermetic.attest.cyclonedx import origin_uri as origin_uri
 from hermetic.attest.cyclonedx import property_of as property_of
 from hermetic.attest.cyclonedx import subject_sha256 as subject_sha256
@@ -85,14 +85,14 @@ def _pinned_toolchain_component(tc: ToolchainRef, prefix: str) -> dict[str, Any]
         "name": package,
         "version": version,
         "description": f"pinned toolchain {tc.name}: {tc.file}",
-        "hashes": _sha256(tc.sha256),
+        "hashes": sha256_hash(tc.sha256),
         "purl": toolchain_purl(tc),
-        "properties": _props(
+        "properties": props(
             [("toolchain", tc.name), ("toolchain.file", tc.file), ("toolchain.target", tc.target),
              ("toolchain.glibc", tc.glibc)]
         ),
     }
-    return _with_licence(comp, licences.of_package(package))
+    return with_licence(comp, licences.of_package(package))
 
 
 def _toolchain_props(tc: ToolchainRef) -> list[tuple[str, Any]]:
@@ -114,10 +114,10 @@ def _source_components(rec: BuildRecord, canonical: Mapping[str, str]) -> list[d
             "name": s.file,
             "version": rec.recipe.version,
             "description": f"LLVM {rec.recipe.version} release source archive",
-            "hashes": _sha256(s.sha256),
-            "licenses": _license(LLVM_LICENSE),
+            "hashes": sha256_hash(s.sha256),
+            "licenses": license_of(LLVM_LICENSE),
             "externalReferences": [*ext, {"type": "vcs", "url": LLVM_VCS}, {"type": "website", "url": LLVM_WEBSITE}],
-            "properties": _props([("origin", s.origin), ("canonical-location", canonical.get(s.file, ""))]),
+            "properties": props([("origin", s.origin), ("canonical-location", canonical.get(s.file, ""))]),
         }
         if where.startswith("pkg:"):
             comp["purl"] = where
@@ -133,30 +133,30 @@ def _built_source(rec: BuildRecord) -> tuple[list[dict[str, Any]], list[str]]:
         comp = {
             "type": "file", "bom-ref": "source:pruned", "name": pruned.file, "version": version,
             "description": f"the subset of the LLVM {version} source that variant {rec.variant} builds",
-            "hashes": _sha256(pruned.sha256), "licenses": _license(LLVM_LICENSE),
+            "hashes": sha256_hash(pruned.sha256), "licenses": license_of(LLVM_LICENSE),
             "pedigree": {
                 "ancestors": [{"type": "file", "name": parent.file if parent else "", "version": version,
-                               "hashes": _sha256(parent.sha256 if parent else "")}],
+                               "hashes": sha256_hash(parent.sha256 if parent else "")}],
                 "notes": "deterministic subset: llvm/ without test, unittests, docs, benchmarks, examples, bindings "
                 "and the unbuilt lib/Target directories (hermetic source prune)",
             },
-            "properties": _props([("prune.key", pruned.key), ("size", pruned.size)]),
+            "properties": props([("prune.key", pruned.key), ("size", pruned.size)]),
         }
         return [comp], ["source:pruned"]
     if sources:
         return [], [f"source:{sources[0].file}"]
     sa = rec.source_archive
-    return [{"type": "file", "bom-ref": "source:archive", "name": sa.file, "hashes": _sha256(sa.sha256),
-             "licenses": _license(LLVM_LICENSE)}], ["source:archive"]
+    return [{"type": "file", "bom-ref": "source:archive", "name": sa.file, "hashes": sha256_hash(sa.sha256),
+             "licenses": license_of(LLVM_LICENSE)}], ["source:archive"]
 
 
 def _recipe_component(rec: BuildRecord) -> dict[str, Any]:
     comp = {
         "type": "file", "bom-ref": "recipe:llvm", "name": f"hermetic recipe {rec.recipe.name}",
         "version": rec.recipe.version, "description": "Conan 2 recipe, variants and pinned sources (recipes/llvm)",
-        "properties": _props([("recipe.digest", rec.recipe.digest), ("recipe.name", rec.recipe.name)]),
+        "properties": props([("recipe.digest", rec.recipe.digest), ("recipe.name", rec.recipe.name)]),
     }
-    return _with_licence(comp, licences.of_package("hermetic"))
+    return with_licence(comp, licences.of_package("hermetic"))
 
 
 def _tree_component(rec: BuildRecord, ref: str) -> dict[str, Any]:
@@ -164,9 +164,9 @@ def _tree_component(rec: BuildRecord, ref: str) -> dict[str, Any]:
     return {
         "type": "library", "bom-ref": ref, "name": "llvm", "version": rec.recipe.version,
         "description": f"LLVM {rec.recipe.version}, variant {rec.variant}, installed at {rec.prefix}",
-        "licenses": _license(LLVM_LICENSE),
+        "licenses": license_of(LLVM_LICENSE),
         "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
-        "properties": _props(
+        "properties": props(
             [
                 ("variant", rec.variant),
                 *((f"option.{k}", v) for k, v in sorted(dict(rec.options).items())),
@@ -183,7 +183,7 @@ def _tree_component(rec: BuildRecord, ref: str) -> dict[str, Any]:
 
 def _llvm_tools(rec: BuildRecord) -> list[dict[str, Any]]:
     pinned = rec.toolchain_ref
-    tools = _toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-", pinned.kind)
+    tools = toolchain_components(rec.toolchain.as_json() if rec.toolchain else {}, "llvm-", pinned.kind)
     if pinned.kind != "host":
         tools.append(_pinned_toolchain_component(pinned, "llvm-"))
     return tools
@@ -204,7 +204,7 @@ def _llvm_workflow(rec: BuildRecord, build_input: list[str], ref: str) -> dict[s
              + [{"name": k, "value": v} for k, v in BUILD_ENV]},
         ],
         "outputs": [{"type": "artifact", "resource": {"ref": ref}}],
-        "properties": _props(
+        "properties": props(
             [
                 ("offline.enforced", str(offline.enforced).lower()),
                 ("offline.method", offline.method),
@@ -249,10 +249,10 @@ def image_sbom(rec: BuildRecord, image: ImageFacts, canonical: Mapping[str, str]
         "name": image.title,
         "version": rec.recipe.version,
         "description": f"OCI image of LLVM variant {rec.variant}: {rec.prefix} on FROM scratch",
-        "hashes": _sha256(image.manifest_digest),
-        "licenses": _license(LLVM_LICENSE),
+        "hashes": sha256_hash(image.manifest_digest),
+        "licenses": license_of(LLVM_LICENSE),
         "purl": image_purl(image),
-        "properties": _props(
+        "properties": props(
             [
                 ("image.manifest", image.manifest_digest),
                 ("image.config", image.config_digest),
@@ -262,7 +262,7 @@ def image_sbom(rec: BuildRecord, image: ImageFacts, canonical: Mapping[str, str]
             ]
         ),
     }
-    bom = _bom(subject, image.manifest_digest, rec.source_date_epoch)
+    bom = new_bom(subject, image.manifest_digest, rec.source_date_epoch)
     part = llvm_part(rec, canonical)
     bom["components"] = part["components"]
     bom["dependencies"] = [{"ref": "image", "dependsOn": ["llvm-tree"]}, *part["dependencies"]]
@@ -276,7 +276,7 @@ def image_sbom(rec: BuildRecord, image: ImageFacts, canonical: Mapping[str, str]
             {"environmentVars": [{"name": "SOURCE_DATE_EPOCH", "value": str(rec.source_date_epoch)}]},
         ],
         "outputs": [{"type": "artifact", "resource": {"ref": "image"}}],
-        "properties": _props([("image.layer-tar", "sorted, mtime clamped to SOURCE_DATE_EPOCH, uid/gid 0, no owner names")]),
+        "properties": props([("image.layer-tar", "sorted, mtime clamped to SOURCE_DATE_EPOCH, uid/gid 0, no owner names")]),
     }
     bom["formulation"] = [
         {"bom-ref": "formula:llvm-image", "components": part["tools"], "workflows": [part["workflow"], image_flow]}
@@ -322,15 +322,15 @@ def _subject(wrec: WheelRecord, license_expression: str) -> dict[str, Any]:
         "version": version,
         "description": f"{name}: built from its release sdist {sd.file} against LLVM {llvm.version}"
         if sd else f"{name}: the compiler core built against LLVM {llvm.version}",
-        "hashes": _sha256(wrec.sha256),
+        "hashes": sha256_hash(wrec.sha256),
         "purl": f"pkg:pypi/{dist.replace('_', '-')}@{version}?file_name={name}",
-        "properties": _props([("wheel.file", name), ("wheel.tag", wrec.tag), ("wheel.size", wrec.size),
+        "properties": props([("wheel.file", name), ("wheel.tag", wrec.tag), ("wheel.size", wrec.size),
                               ("glibc-required", wrec.glibc_required), ("platform-tag.from", wrec.platform_tag.source)]),
     }
     if sd is not None:
         subject["externalReferences"] = [{"type": "source-distribution", "url": sd.url or f"file:{sd.file}",
-                                          "hashes": _sha256(sd.sha256)}]
-    return _with_licence(subject, found)
+                                          "hashes": sha256_hash(sd.sha256)}]
+    return with_licence(subject, found)
 
 
 def _foreign_llvm(wrec: WheelRecord, origin: LLVMOrigin | None, ref: str) -> dict[str, Any]:
@@ -339,13 +339,13 @@ def _foreign_llvm(wrec: WheelRecord, origin: LLVMOrigin | None, ref: str) -> dic
     comp: dict[str, Any] = {
         "type": "library", "bom-ref": ref, "name": "llvm", "version": llvm.version,
         "description": f"LLVM {llvm.version} at {llvm.prefix}, linked statically",
-        "licenses": _license(LLVM_LICENSE),
+        "licenses": license_of(LLVM_LICENSE),
         "externalReferences": [{"type": "website", "url": LLVM_WEBSITE}, {"type": "vcs", "url": LLVM_VCS}],
-        "properties": _props([("prefix", llvm.prefix), ("built-by", "not hermetic: no build record")]),
+        "properties": props([("prefix", llvm.prefix), ("built-by", "not hermetic: no build record")]),
     }
     if origin is not None:
         comp["purl"] = origin.purl
-        comp["properties"] += _props([("package", f"{origin.package} {origin.version}"),
+        comp["properties"] += props([("package", f"{origin.package} {origin.version}"),
                                       ("source-package", origin.source_package)])
     return comp
 
@@ -357,13 +357,13 @@ def _nanobind(nb: PinnedRequirement, metadata: Mapping[str, str]) -> dict[str, A
         "purl": f"pkg:pypi/nanobind@{nb.version}",
         "hashes": [{"alg": "SHA-256", "content": h} for h in nb.sha256],
     }
-    return _with_licence(comp, licences.of_package("nanobind", metadata))
+    return with_licence(comp, licences.of_package("nanobind", metadata))
 
 
 def _requirement_tools(pinned: Mapping[str, PinnedRequirement], metadata: Mapping[str, str]) -> list[dict[str, Any]]:
     """Every hash-pinned wheelhouse entry the build ran, with the licence its own METADATA states."""
     return [
-        _with_licence(
+        with_licence(
             {"type": "library" if name in LIBRARIES else "application", "bom-ref": f"wheel-tool:{name}",
              "name": name, "version": p.version, "purl": f"pkg:pypi/{name}@{p.version}",
              "hashes": [{"alg": "SHA-256", "content": h} for h in p.sha256]},
@@ -381,24 +381,24 @@ def _sdist_tool(wrec: WheelRecord, metadata: Mapping[str, str]) -> list[dict[str
     comp = {
         "type": "file", "bom-ref": "sdist", "name": sd.file, "version": sd.version,
         "description": f"{sd.name} {sd.version}'s release source, built by the wheel recipe {wrec.project.recipe}",
-        "hashes": _sha256(sd.sha256), "purl": f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
+        "hashes": sha256_hash(sd.sha256), "purl": f"pkg:pypi/{sd.name}@{sd.version}?file_name={sd.file}",
         **({"externalReferences": [{"type": "source-distribution", "url": sd.url}]} if sd.url else {}),
-        "properties": _props([("origin", sd.origin)]),
+        "properties": props([("origin", sd.origin)]),
     }
-    return [_with_licence(comp, licences.of_package(sd.name, metadata))]
+    return [with_licence(comp, licences.of_package(sd.name, metadata))]
 
 
 def _build_tools(wrec: WheelRecord, chain: ToolchainVersions | None) -> list[dict[str, Any]]:
     """The interpreter, the compilers (maybe detected at attestation time) and the pinned toolchain."""
     py = wrec.python
-    out = [_with_licence({"type": "application", "bom-ref": "wheel-tool:python", "name": py.implementation.lower(),
+    out = [with_licence({"type": "application", "bom-ref": "wheel-tool:python", "name": py.implementation.lower(),
                           "version": py.version, "description": f"the interpreter the wheel was built for ({py.tag})"},
                          licences.of_package("python"))]
     pinned = wrec.toolchain_ref
     compilers = {"cc": chain.cc, "cxx": chain.cxx} if chain else {}
-    for c in _toolchain_components(compilers, "wheel-", pinned.kind):
+    for c in toolchain_components(compilers, "wheel-", pinned.kind):
         if chain and chain.detected_at:
-            c["properties"] += _props([("detected-at", chain.detected_at)])
+            c["properties"] += props([("detected-at", chain.detected_at)])
         out.append(c)
     if pinned.kind != "host":
         out.append(_pinned_toolchain_component(pinned, "wheel-"))
@@ -427,7 +427,7 @@ def _workflow(wrec: WheelRecord, llvm_ref: str) -> dict[str, Any]:
              + [{"name": k, "value": v} for k, v in BUILD_ENV]},
         ],
         "outputs": [{"type": "artifact", "resource": {"ref": "wheel"}}],
-        "properties": _props([("offline.enforced", str(offline.enforced).lower()), ("offline.method", offline.method),
+        "properties": props([("offline.enforced", str(offline.enforced).lower()), ("offline.method", offline.method),
                               ("offline.reason", offline.reason), ("machine", wrec.machine),
                               *_toolchain_props(wrec.toolchain_ref)]),
     }
@@ -449,7 +449,7 @@ def wheel_sbom(
     attesting machine has them; their own licence expressions win over the pinned table.
     """
     meta = {k.lower().replace("_", "-"): v for k, v in (metadata or {}).items()}
-    bom = _bom(_subject(wrec, license_expression), "sha256:" + wrec.sha256, wrec.source_date_epoch)
+    bom = new_bom(_subject(wrec, license_expression), "sha256:" + wrec.sha256, wrec.source_date_epoch)
     llvm_ref = "llvm-tree"
     tools: list[dict[str, Any]] = []
     workflows: list[dict[str, Any]] = []
@@ -476,5 +476,5 @@ def wheel_sbom(
     workflows.append(_workflow(wrec, llvm_ref))
     bom["components"] = components
     bom["dependencies"] = deps
-    bom["formulation"] = [{"bom-ref": "formula:wheel", "components": _unique(tools), "workflows": workflows}]
+    bom["formulation"] = [{"bom-ref": "formula:wheel", "components": unique_components(tools), "workflows": workflows}]
     return bom

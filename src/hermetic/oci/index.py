@@ -6,14 +6,13 @@ live in referrers.py (which itself builds on layout.py).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from hermetic.core.errors import UsageError
 from hermetic.core.staging import staged_dir
 from hermetic.oci import referrers
-from hermetic.oci.layout import Layout, _replace_dir
+from hermetic.oci.layout import Layout, _replace_dir, fill_blobs
 from hermetic.oci.types import MANIFEST_TYPES, MT_INDEX, REF_NAME, Descriptor, canonical_json
 
 
@@ -61,10 +60,7 @@ def merge_layouts(layouts: Iterable[Path], output: Path) -> Descriptor:
         manifests = []
         for key in sorted(per_platform):
             src, desc = per_platform[key]
-            for blob in [desc, *src.children(desc)]:
-                dest = out.blob_path(blob.digest)
-                if not dest.exists():
-                    shutil.copyfile(src.blob_path(blob.digest), dest)
+            fill_blobs(out, src, desc)
             manifests.append(desc)
             referrers.copy_referrers(src, out, desc.digest)
         index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": [d.as_json() for d in manifests]}

@@ -292,8 +292,9 @@ def pick_root(layout: Layout, ref_name: str | None = None) -> Descriptor:
 
 
 def fill_blobs(dest: Layout, src: Layout, root: Descriptor) -> int:
-    """Copy into `dest` every blob reachable from `root` that `src` holds and `dest` lacks (another builder's layout
-    comes back without the layers the receiver has): each checked against its digest first; how many were copied."""
+    """Copy into `dest` every blob reachable from `root` that `dest` lacks (images merged into an index; another
+    builder's layout, which comes back without the layers the receiver has): each checked against its digest
+    first; how many were copied."""
     copied = 0
     todo = [root]
     while todo:

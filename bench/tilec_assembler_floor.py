@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import statistics
-import struct
 import time
 from typing import Any
 
@@ -32,20 +31,6 @@ VARIANTS = {
     "-O1": ["-O1"],
     "-O0": ["-O0"],
 }
-
-
-def code_sections(elf: bytes) -> dict[str, bytes]:
-    """The `.text.*` sections of an ELF64 cubin, by name."""
-    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
-    entsize, count, names_at = struct.unpack_from("<HHH", elf, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * entsize) for i in range(count)]
-    names = elf[headers[names_at][4] : headers[names_at][4] + headers[names_at][5]]
-    out = {}
-    for name_at, _type, _flags, _addr, offset, size, *_ in headers:
-        name = names[name_at : names.index(b"\0", name_at)].decode()
-        if name.startswith(".text"):
-            out[name] = elf[offset : offset + size]
-    return out
 
 
 def ptx_of(name: str, arch: str) -> str:
@@ -68,6 +53,7 @@ def main() -> int:
     args = ap.parse_args()
     import tilec
     from tilec.backends.cuda import nvptxcompiler as N
+    from tilec.backends.cuda.cubin import sections as cubin_sections
 
     settings = tilec.Settings.from_env()
     archive = N.find(settings)
@@ -93,7 +79,7 @@ def main() -> int:
                 times.append(time.perf_counter() - t)
                 if rc != 0:
                     raise SystemExit(f"{name} {label}: nvPTXCompiler failed ({rc}): {error.strip()}")
-            code = code_sections(cubin)
+            code = {k: v for k, v in cubin_sections(cubin).items() if k.startswith(".text")}
             reference = code if reference is None else reference
             rows[label] = {"fastest_ms": min(times) * 1e3, "median_ms": statistics.median(times) * 1e3,
                            "same_code_as_tilec": code == reference, "code_bytes": sum(map(len, code.values()))}

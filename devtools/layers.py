@@ -7,6 +7,7 @@ or the modules import each other in a circle. Every import counts, those under `
 inside functions too: a module that names a type depends on where that type lives as much as one that calls
 it, and the house's own measure counts them so. Run by tests/unit/test_layers.py, so CI keeps the bound.
 """
+
 from __future__ import annotations
 
 import argparse

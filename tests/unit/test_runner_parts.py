@@ -139,4 +139,3 @@ def test_the_command_line_says_what_failed_why_and_what_to_do(tmp_path: Path) ->
     proc = cli("join", "--from", str(tmp_path / "stash"), "--output", str(tmp_path / "joined"))
     assert proc.returncode == 0 and "every blob checked" in proc.stdout
     assert tree(tmp_path / "joined") == tree(layout)
-

@@ -260,7 +260,7 @@ def _cmd_backends(settings: Settings) -> int:
 
 def _cmd_assembler(args: argparse.Namespace, settings: Settings) -> int:
     """What `auto` (or the assembler named) makes of this machine's tools, without compiling."""
-    from .backends.cuda import backend, nvptxcompiler, toolchain
+    from .backends.cuda import backend, heap, nvptxcompiler, toolchain
 
     own = {"assembler": args.assembler} if args.assembler else {}
     opts = CompileOptions(target=args.target, backend_options=own)
@@ -280,6 +280,7 @@ def _cmd_assembler(args: argparse.Namespace, settings: Settings) -> int:
         built = "built" if shim is not None and shim.is_file() else "linked at its first use"
         print(f"  its shim: {shim or '(cache off: a private directory)'} ({built})")
         print(f"  linked with: {nvptxcompiler.find_cxx(settings) or 'no C or C++ compiler found'}")
+    print(f"heap: {heap.state(settings)}")
     return 0
 
 

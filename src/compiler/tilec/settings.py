@@ -31,6 +31,9 @@ class Settings:
     cxx: Path | None = None  # TILEC_CXX: the C++ compiler that links the nvPTXCompiler shim
     # TILEC_ASSEMBLER_CHECK=1: auto's nvPTXCompiler cubins compared with ptxas's (twice the cost)
     assembler_check: bool = False
+    # TILEC_HEAP_PAD_MIB: freed heap glibc keeps for the next in-process assembly (cuda/heap.py)
+    heap_pad_mib: str = ""
+    malloc_tuned: bool = False  # the environment sets glibc's top pad or trim threshold itself
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -62,9 +65,19 @@ class Settings:
             nvptxcompiler=opt_path("TILEC_NVPTXCOMPILER"),
             cxx=opt_path("TILEC_CXX"),
             assembler_check=env.get("TILEC_ASSEMBLER_CHECK", "0").strip().lower() not in _FALSE,
+            heap_pad_mib=env.get("TILEC_HEAP_PAD_MIB", ""),
+            malloc_tuned=_malloc_tuned(env),
             plugin_dirs=tuple(
                 Path(p).expanduser()
                 for p in env.get("TILEC_PLUGIN_DIRS", "").split(os.pathsep)
                 if p.strip()
             ),
         )
+
+
+def _malloc_tuned(env: Mapping[str, str]) -> bool:
+    """Whether the environment sets glibc's top pad or trim threshold (tilec then leaves them)."""
+    if any(env.get(k, "").strip() for k in ("MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_")):
+        return True
+    tunables = env.get("GLIBC_TUNABLES", "")
+    return "glibc.malloc.top_pad" in tunables or "glibc.malloc.trim_threshold" in tunables

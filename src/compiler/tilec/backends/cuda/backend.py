@@ -25,7 +25,7 @@ from ...settings import Settings
 from ..base import Backend, Target, front_end
 from . import arch as sm
 from . import cubin as elf
-from . import driver, nvjitlink, nvptxcompiler, toolchain
+from . import driver, heap, nvjitlink, nvptxcompiler, toolchain
 from .launch import native_launcher, pack_args
 from .options import ASSEMBLERS, CudaMetadata, CudaOptions
 from .ptxas import Resources, assemble, parse_verbose
@@ -296,6 +296,7 @@ class CudaBackend(Backend):
         md.assembler, md.assembler_note = choice.name, choice.note
         if choice.name == "nvjitlink":
             md.nvjitlink_version = nvjitlink.version()
+            heap.keep(ctx.settings)
             cubin, log = nvjitlink.assemble(src, ctx.target.arch, own.ptxas_options, level)
         elif choice.name == "nvptxcompiler":
             cubin, log = self._nvptxcompiler(src, ctx, own, choice)
@@ -340,6 +341,7 @@ class CudaBackend(Backend):
             md.assembler_note = f"{choice.note}; fell back to ptxas: {str(exc).splitlines()[0]}"
             return self._ptxas(src, ctx, own)
         md.nvptxcompiler_version = lib.version
+        heap.keep(settings)
         arch = ctx.target.arch
         cubin, log = nvptxcompiler.assemble(shim, lib, src, arch, own.ptxas_options, level)
         if choice.auto and settings.assembler_check and self.ptxas(settings) is not None:

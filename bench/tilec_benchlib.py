@@ -76,11 +76,16 @@ def triton_ptxas() -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    """GPU, driver, CPU and package versions: every report names the machine it ran on."""
-    import torch
+    """GPU, driver, CPU and package versions: every report names the machine it ran on (the GPU's
+    figures where torch is there; the benches with no GPU run without it)."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
 
-    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform()}
-    if torch.cuda.is_available():
+    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
+                            "libc": " ".join(platform.libc_ver())}
+    if torch is not None and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         info["gpu"] = p.name
         info["gpu_sm_count"] = p.multi_processor_count
@@ -105,8 +110,8 @@ def machine() -> dict[str, Any]:
         cpu = platform.processor()
     info["cpu"] = cpu
     info["cpu_count"] = os.cpu_count()
-    info["torch"] = torch.__version__
-    info["torch_cuda"] = torch.version.cuda
+    info["torch"] = torch.__version__ if torch is not None else None
+    info["torch_cuda"] = torch.version.cuda if torch is not None else None
     for dist in ("triton", "tilec", "llvmlite", "cuda-bindings", "numpy"):
         info[dist] = _version(dist)
     try:

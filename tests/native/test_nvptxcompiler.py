@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,14 @@ def test_a_cache_that_cannot_be_written_links_the_shim_privately(
     assert k.metadata.assembler == "nvptxcompiler"
     loaded = next(iter(nvptxcompiler._SHIMS.values()))
     assert loaded.path.parent == nvptxcompiler._private_dir() and blocked.read_text().startswith("a file")
+
+
+def test_the_cli_piped_into_a_reader_that_stops_early(tilec: ModuleType, settings: Any, tmp_path: Path) -> None:
+    """`tilec assembler | head -1`: the first line, and no traceback from the pipe closing."""
+    env = dict(os.environ, PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent),
+               TILEC_CACHE_DIR=str(settings.cache_dir), TILEC_PTXAS=str(settings.ptxas))
+    err = tmp_path / "stderr"
+    # a reader that closes at once, then a long answer: the pipe is gone before tilec has written
+    cmd = f"{shlex.quote(sys.executable)} -m tilec assembler 2>{shlex.quote(str(err))} | true; echo ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, check=False)
+    assert err.read_text() == "" and proc.stdout.strip() in ("0", "141"), (proc.stdout, err.read_text())

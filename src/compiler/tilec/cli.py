@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -301,3 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TilecError as exc:
         print(f"tilec {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # the reader went away (`tilec assembler | head -1`): nothing more to say, and no traceback
+        # when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

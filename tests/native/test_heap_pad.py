@@ -55,9 +55,15 @@ print(json.dumps({"set": list(heap._DONE), "assembler": k.metadata.assembler}))
 """
 
 
-def _python(tilec: ModuleType, code: str, *args: str, **env: str) -> dict[str, Any]:
+def _env(tilec: ModuleType, **env: str) -> dict[str, str]:
+    """This environment less any malloc setting of the caller's, with this tilec importable."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "TILEC_HEAP"))}
     full.update(PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent), **env)
+    return full
+
+
+def _python(tilec: ModuleType, code: str, *args: str, **env: str) -> dict[str, Any]:
+    full = _env(tilec, **env)
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=full, check=False)
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -105,8 +111,7 @@ def test_bad_values_say_what_is_allowed(tilec: ModuleType, settings: Any) -> Non
 
 def test_the_cli_says_what_it_does_with_the_heap(tilec: ModuleType, settings_env: dict[str, str]) -> None:
     def cli(**env: str) -> subprocess.CompletedProcess[str]:
-        full = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "TILEC_HEAP"))}
-        full.update(PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent), **settings_env, **env)
+        full = _env(tilec, **settings_env, **env)
         return subprocess.run([sys.executable, "-m", "tilec", "assembler"], capture_output=True, text=True, env=full, check=False)
 
     ok = cli()

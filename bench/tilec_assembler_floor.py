@@ -36,12 +36,11 @@ VARIANTS = {
 def ptx_of(name: str, arch: str) -> str:
     import tilec
 
-    from bench import tilec_kernels as K
+    from bench.tilec_compile import tilec_module, tilec_settings
 
     if name == "empty":
         return EMPTY.format(arch=arch)
-    module = {"vadd": K.vadd_scalar, "vadd_v8": lambda T: K.vadd_vec(T, 2), "expsin": K.exp_sin_loop}[name](tilec.ir)
-    kernel = tilec.compile(module, target=f"cuda:{arch}", settings=tilec.Settings.from_env({**os.environ, "TILEC_CACHE": "0"}))
+    kernel = tilec.compile(tilec_module(name), target=f"cuda:{arch}", settings=tilec_settings(None))
     return str(kernel.asm["ptx"])
 
 

@@ -34,17 +34,15 @@ def child(kernel: str, reps: int, target: str) -> dict[str, Any]:
     """In this process: `reps` cold compiles of `kernel`, after three unmeasured ones."""
     import tilec
 
-    from bench import tilec_kernels as K
-    from bench.tilec_compile import stage_clock
+    from bench.tilec_compile import stage_clock, tilec_module, tilec_settings
 
-    make = {"vadd": K.vadd_scalar, "vadd_v8": lambda T: K.vadd_vec(T, 2), "expsin": K.exp_sin_loop}[kernel]
-    settings = tilec.Settings.from_env({**os.environ, "TILEC_CACHE": "0"})
+    settings = tilec_settings(None)
     times: list[float] = []
     faults: list[int] = []
     stages: dict[str, list[float]] = {}
     k = None
     for n in range(reps + 3):
-        module = make(tilec.ir)
+        module = tilec_module(kernel)
         with stage_clock() as inside:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()

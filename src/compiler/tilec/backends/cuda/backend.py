@@ -413,9 +413,11 @@ class Choice(NamedTuple):
 def nvptxcompiler_library(settings: Settings) -> nvptxcompiler.Library:
     """The nvPTXCompiler library the tools' identity found; ToolNotFoundError saying what to
     install where there is none."""
-    found = nvptxcompiler.find(settings)  # TILEC_NVPTXCOMPILER naming nothing raises here
+    # The identity is remembered and watched (a library installed or changed since is noticed),
+    # so it stands for a search of its own: searching again walked the candidates every compile.
     ident = toolchain.identity(settings)["nvptxcompiler"]
-    if found is None or ident is None:
+    if ident is None:
+        nvptxcompiler.find(settings)  # TILEC_NVPTXCOMPILER naming nothing: its own error
         raise ToolNotFoundError(
             f"assembler='nvptxcompiler' needs NVIDIA's PTX compiler library "
             f"({nvptxcompiler.ARCHIVE} and {nvptxcompiler.HEADER}): {nvptxcompiler.INSTALL}"

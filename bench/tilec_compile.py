@@ -389,6 +389,32 @@ def profile_compile(name: str, target: str) -> str:
 
 
 # --------------------------------------------------------------------------- Triton, in process
+def triton_specialization(name: str) -> tuple[Any, Any, Any, float]:
+    """The kernel's first specialization compiled through Triton's JIT (`warmup`), and what the JIT
+    passed to triton.compile (source, target, options), to repeat that compile; the JIT's seconds."""
+    import torch
+
+    fn = triton_fn(name)
+    args, grid = triton_args(name, inputs(name))
+    fn.device_caches[torch.cuda.current_device()]  # the binder exists; fn.compile is now triton.compile
+    captured: list[tuple[Any, Any, Any]] = []
+    real = fn.compile
+
+    def spy(src: Any, target: Any = None, options: Any = None, **kw: Any) -> Any:
+        captured.append((src, target, options))
+        return real(src, target=target, options=options, **kw)
+
+    fn.compile = spy
+    try:
+        t0 = time.perf_counter()
+        fn.warmup(*args, BLOCK=TRITON_BLOCK[name], grid=grid)
+        jit_first = time.perf_counter() - t0
+    finally:
+        fn.compile = real
+    assert captured, "expected a compile"
+    return (*captured[-1], jit_first)
+
+
 def triton_cold(reps: int) -> dict[str, Any]:
     import torch
     import triton
@@ -397,7 +423,6 @@ def triton_cold(reps: int) -> dict[str, Any]:
     from bench import tilec_triton
 
     out: dict[str, Any] = {}
-    dev = torch.cuda.current_device()
     # Warm the process: first JIT compile of an unrelated kernel pays Triton's initialisation.
     t = torch.randn(4096, device="cuda")
     t0 = time.perf_counter()
@@ -419,32 +444,9 @@ def triton_cold(reps: int) -> dict[str, Any]:
     knobs.compilation.listener = listener
     try:
         for name in TRITON_KERNELS:
-            fn = triton_fn(name)
-            tensors = inputs(name)
-            args, grid = triton_args(name, tensors)
-            fn.device_caches[dev]  # the binder exists; fn.compile is now triton.compile
-            captured: list[tuple[Any, Any, Any]] = []
-            real = fn.compile
-
-            def spy(
-                src: Any,
-                target: Any = None,
-                options: Any = None,
-                _real: Any = real,
-                _cap: list[Any] = captured,
-                **kw: Any,
-            ) -> Any:
-                _cap.append((src, target, options))
-                return _real(src, target=target, options=options, **kw)
-
-            fn.compile = spy
             events.clear()
-            t0 = time.perf_counter()
-            fn.warmup(*args, BLOCK=TRITON_BLOCK[name], grid=grid)
-            jit_first = time.perf_counter() - t0
-            fn.compile = real
-            assert captured and events and not events[-1]["cache_hit"], "expected a compile"
-            src, target, options = captured[-1]
+            src, target, options, jit_first = triton_specialization(name)
+            assert events and not events[-1]["cache_hit"], "expected a compile"
             cold: list[float] = []
             stage_events: list[dict[str, Any]] = []
             knobs.compilation.always_compile = True

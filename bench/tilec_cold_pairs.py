@@ -1,0 +1,120 @@
+"""tilec's cold compile against Triton's in pairs, one of each in turn: both sides timed at the same machine speed.
+
+    PYTHONPATH=<a tilec site>:. python3 -m bench.tilec_cold_pairs [--pairs 40] [--out DIR] [--target sm_90]
+
+bench/tilec_compile.py times all of tilec's cold samples and then all of Triton's. On the GPU runner the CPU
+runs at one of two speeds about 1.4x apart, changing within seconds whatever the process holds
+(reports/tilec-process-state-h200-2026-11-28/), so a ratio of medians taken seconds apart says partly which
+speed each side drew. Here, in one process (torch, a CUDA context, tilec, Triton; both warmed by compiling
+another kernel first), each pair is one cold compile of each, back to back, the order swapping every pair:
+tilec as the cold bench's default row times it (the module built, then `tilec.compile` with the default
+assembler into an empty cache directory), Triton's as its cold row (`triton.compile` of the kernel's first
+specialization again, with `always_compile`). Kernels and Triton twins as in tilec_compile (vadd_v8 against
+Triton's vadd at BLOCK 1024, four warps: eight elements a thread, as vadd_v8). Prints per kernel the
+median of the pairs' ratios with its quartiles, and each side's median; writes OUT/bench-cold-pairs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import tilec_benchlib as lib
+from bench.tilec_compile import (
+    TILEC_KERNELS,
+    tilec_module,
+    tilec_settings,
+    triton_specialization,
+)
+
+TWIN = {"vadd": "vadd", "vadd_v8": "vadd", "expsin": "expsin"}  # tilec kernel -> its Triton twin
+
+
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4)
+    return q[0], statistics.median(xs), q[2]
+
+
+def pairs(n: int, target: str, work: Path) -> dict[str, Any]:
+    import tilec
+    import torch
+    import triton
+    from triton import knobs
+
+    from bench import tilec_triton
+
+    t = torch.randn(4096, device="cuda")
+    tilec_triton.vadd_warmup_only.warmup(t, t, 4096, BLOCK=256, grid=(1,))
+    warm = tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
+    twins = {name: triton_specialization(name)[:3] for name in set(TWIN.values())}
+    out: dict[str, Any] = {"default_assembler": warm.metadata.assembler, "kernels": {}}
+    knobs.compilation.always_compile = True
+    try:
+        for name in TILEC_KERNELS:
+            src, tgt, options = twins[TWIN[name]]
+            tl_s: list[float] = []
+            tr_s: list[float] = []
+
+            def one_tilec(i: int, _name: str = name, _out: list[float] = tl_s) -> None:
+                t0 = time.perf_counter()
+                k = tilec.compile(tilec_module(_name), target=target, settings=tilec_settings(work / f"{_name}-{i}"))
+                _out.append(time.perf_counter() - t0)
+                assert k.cache_status == "miss", k.cache_status
+
+            def one_triton(_src: Any = src, _tgt: Any = tgt, _opts: Any = options, _out: list[float] = tr_s) -> None:
+                t0 = time.perf_counter()
+                triton.compile(_src, target=_tgt, options=_opts)
+                _out.append(time.perf_counter() - t0)
+
+            one_tilec(-1)  # each kernel's first compile in the process is not a sample
+            one_triton()
+            tl_s.clear()
+            tr_s.clear()
+            for i in range(n):
+                if i % 2:
+                    one_triton()
+                    one_tilec(i)
+                else:
+                    one_tilec(i)
+                    one_triton()
+            ratio = [a / b for a, b in zip(tl_s, tr_s, strict=True)]
+            out["kernels"][name] = {"triton_twin": TWIN[name], "tilec_s": tl_s, "triton_s": tr_s, "ratio": ratio}
+    finally:
+        knobs.compilation.always_compile = False
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--out", help="report directory ($OUT, else reports/)")
+    ap.add_argument("--target", help="sm_XX (default: the GPU's)")
+    args = ap.parse_args()
+    if args.pairs < 4:
+        ap.error("--pairs must be at least 4 (the quartiles need them)")
+    target = args.target or lib.sm_target()
+    with tempfile.TemporaryDirectory(prefix="tilec-pairs-") as tmp:
+        res = pairs(args.pairs, target, Path(tmp))
+    res = {"bench": "tilec-cold-pairs", "machine": lib.machine(), "target": target, "pairs": args.pairs, **res}
+    print(f"{res['machine'].get('gpu', '?')}, {target}, tilec's default assembler: {res['default_assembler']}; "
+          f"{args.pairs} pairs per kernel (ms; ratio tilec / Triton per pair)")
+    rows = []
+    for name, r in res["kernels"].items():
+        q1, med, q3 = quartiles(r["ratio"])
+        r["ratio_quartiles"] = [q1, med, q3]
+        rows.append([f"{name} (Triton's {r['triton_twin']})", statistics.median(r["tilec_s"]) * 1e3,
+                     statistics.median(r["triton_s"]) * 1e3, med, f"{q1:.3f}-{q3:.3f}", "<= 0.333", lib.verdict(med, 1 / 3)])
+    print(lib.table(["kernel", "tilec", "Triton", "ratio (median of pairs)", "quartiles", "goal", "verdict"], rows))
+    out = lib.out_dir(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lib.write_json(out / "bench-cold-pairs.json", res)
+    print(f"wrote {out / 'bench-cold-pairs.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

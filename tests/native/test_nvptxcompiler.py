@@ -248,3 +248,35 @@ def test_the_cli_piped_into_a_reader_that_stops_early(tilec: ModuleType, setting
     cmd = f"{shlex.quote(sys.executable)} -m tilec assembler 2>{shlex.quote(str(err))} | true; echo ${{PIPESTATUS[0]}}"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, check=False)
     assert err.read_text() == "" and proc.stdout.strip() in ("0", "141"), (proc.stdout, err.read_text())
+
+
+# A compile through nvPTXCompiler by name in a fresh process, with the environment the test gives it.
+COMPILE_NAMED = """
+import sys, tilec
+k = tilec.compile(open(sys.argv[1]).read(), target="sm_90", settings=tilec.Settings.from_env(), assembler="nvptxcompiler")
+print(k.cache_status, k.metadata.assembler)
+"""
+
+
+def test_with_the_cache_off_the_shim_is_linked_once_not_in_every_process(
+    tilec: ModuleType, kernels: ModuleType, settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    """TILEC_CACHE=0 keeps no compiled kernels, but the machine's tools are still found and the shim
+    linked once per library under <cache>/tools: a second process with no compiler to link with
+    assembles in process all the same, and the cache directory holds nothing but tools."""
+    src = tmp_path / "exp.ll"
+    src.write_text(kernels.EXP_IR)
+    cache = tmp_path / "cache"
+    env = {**os.environ, **settings_env, "TILEC_CACHE": "0", "TILEC_CACHE_DIR": str(cache),
+           "PYTHONPATH": str(Path(tilec.__file__).resolve().parent.parent)}
+
+    def compile_in_a_new_process(**extra: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", COMPILE_NAMED, str(src)], capture_output=True, text=True,
+                              env={**env, **extra}, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip()
+
+    assert compile_in_a_new_process() == "disabled nvptxcompiler"
+    assert [p.name for p in cache.iterdir()] == ["tools"]
+    assert list((cache / "tools").glob("nvptxcompiler-*.so")), sorted(p.name for p in (cache / "tools").iterdir())
+    assert compile_in_a_new_process(TILEC_CXX=str(tmp_path / "no-g++")) == "disabled nvptxcompiler"

@@ -276,10 +276,9 @@ def _cmd_assembler(args: argparse.Namespace, settings: Settings) -> int:
     print(f"nvPTXCompiler: {found[1] + ' ' + found[0] if found else 'none found'}")
     if found:
         lib = nvptxcompiler.library(Path(found[0]), found[1], found[2])
-        memo = toolchain.memo_dir(settings)
-        shim = nvptxcompiler.shim_path(lib, memo) if memo is not None else None
-        built = "built" if shim is not None and shim.is_file() else "linked at its first use"
-        print(f"  its shim: {shim or '(cache off: a private directory)'} ({built})")
+        shim = nvptxcompiler.shim_path(lib, toolchain.memo_dir(settings))
+        built = "built" if shim.is_file() else "linked at its first use"
+        print(f"  its shim: {shim} ({built})")
         print(f"  linked with: {nvptxcompiler.find_cxx(settings) or 'no C or C++ compiler found'}")
     print(f"heap: {heap.state(settings)}")
     return 0

@@ -233,8 +233,8 @@ _LOCK = threading.Lock()
 
 
 def load(lib: Library, settings: Settings, tools: Path | None) -> Shim:
-    """The shim for `lib`, built on first use (under `tools`, or a private directory when the
-    cache is off) and loaded once per process."""
+    """The shim for `lib`, built on first use (under `tools`, the cache's tools directory, or a
+    private directory where none is given or it cannot be written) and loaded once per process."""
     with _LOCK:
         shim = _SHIMS.get(lib.sha256)
         if shim is None:

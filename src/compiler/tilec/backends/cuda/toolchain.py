@@ -156,10 +156,13 @@ class Ptxas:
     version: str  # e.g. "13.0.88"
 
 
-def memo_dir(settings: Settings) -> Path | None:
-    """Where facts about tool files (ptxas's version, libdevice's sha256) are remembered
-    across processes: beside the kernel cache, or nowhere when the cache is off."""
-    return settings.cache_dir / "tools" if settings.cache_enabled else None
+def memo_dir(settings: Settings) -> Path:
+    """Where facts about tool files (ptxas's version, libdevice's and the PTX compiler library's
+    sha256) are remembered across processes, and the library's shim is linked: beside the kernel
+    cache, whether or not that is on. TILEC_CACHE=0 keeps no compiled kernels; these are facts of
+    the machine's tools, kept so that hashing the library and linking its shim happen once per
+    file, not again in every cache-off process."""
+    return settings.cache_dir / "tools"
 
 
 def _file_memo(kind: str, path: Path, memo: Path | None, compute: Callable[[], str]) -> str:

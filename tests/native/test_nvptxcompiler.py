@@ -280,3 +280,28 @@ def test_with_the_cache_off_the_shim_is_linked_once_not_in_every_process(
     assert [p.name for p in cache.iterdir()] == ["tools"]
     assert list((cache / "tools").glob("nvptxcompiler-*.so")), sorted(p.name for p in (cache / "tools").iterdir())
     assert compile_in_a_new_process(TILEC_CXX=str(tmp_path / "no-g++")) == "disabled nvptxcompiler"
+
+
+def test_the_cli_links_the_shim_ahead_and_says_why_it_cannot(
+    tilec: ModuleType, settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`tilec assembler --link` (an image's build step): the shim kept under <cache>/tools, found
+    by the next call; no compiler, or a cache directory it cannot write, is one line and exit 1."""
+    env = {**os.environ, **settings_env, "PYTHONPATH": str(Path(tilec.__file__).resolve().parent.parent)}
+
+    def cli(cache: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tilec", "assembler", "--link"], capture_output=True, text=True,
+                              env={**env, "TILEC_CACHE_DIR": str(cache), **extra}, check=False)
+
+    done = cli(tmp_path / "c")
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "c" / "tools").glob("nvptxcompiler-*.so"))
+    assert "(built)" in done.stdout and "its shim: " + str(tmp_path / "c" / "tools") in done.stdout
+    no_cxx = cli(tmp_path / "d", TILEC_CXX=str(tmp_path / "no-g++"))
+    assert no_cxx.returncode == 1 and "no C++ compiler was found" in no_cxx.stderr
+    assert no_cxx.stderr.startswith("tilec assembler: error: ") and "Traceback" not in no_cxx.stderr
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    unwritable = cli(blocked)
+    assert unwritable.returncode == 1 and "cannot be written" in unwritable.stderr, unwritable.stderr
+    assert "Traceback" not in unwritable.stderr and blocked.read_text() == "not a directory"

@@ -13,17 +13,20 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir
 
 from . import aot as aot_mod
 from .backends.registry import registry_for
 from .compiler import Compiler
-from .errors import TilecError
+from .errors import CacheError, TilecError, ToolNotFoundError
 from .kernel import CompileOptions, __version__
 from .settings import Settings
 from .specialize import Specialization
+
+if TYPE_CHECKING:
+    from .backends.cuda.nvptxcompiler import Library
 
 
 class _UsageError(TilecError):
@@ -173,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     asm = sub.add_parser("assembler", help="which PTX -> cubin assembler cuda uses here, and why")
     asm.add_argument("-t", "--target", default="cuda:90", help="default cuda:90")
     asm.add_argument("--assembler", choices=("auto", "ptxas", "nvptxcompiler", "nvjitlink"))
+    asm.add_argument(
+        "--link",
+        action="store_true",
+        help="link the nvPTXCompiler shim now, under the cache's tools/, as the first in-process "
+        "compile would (say, in an image's build step)",
+    )
     return parser
 
 
@@ -277,11 +286,28 @@ def _cmd_assembler(args: argparse.Namespace, settings: Settings) -> int:
     if found:
         lib = nvptxcompiler.library(Path(found[0]), found[1], found[2])
         shim = nvptxcompiler.shim_path(lib, toolchain.memo_dir(settings))
+        if args.link:
+            _link_shim(lib, shim, settings)
         built = "built" if shim.is_file() else "linked at its first use"
         print(f"  its shim: {shim} ({built})")
         print(f"  linked with: {nvptxcompiler.find_cxx(settings) or 'no C or C++ compiler found'}")
+    elif args.link:
+        raise ToolNotFoundError(f"--link: no nvPTXCompiler library found: {nvptxcompiler.INSTALL}")
     print(f"heap: {heap.state(settings)}")
     return 0
+
+
+def _link_shim(lib: Library, shim: Path, settings: Settings) -> None:
+    """`tilec assembler --link`: the shim linked and kept where later processes find it; one that
+    could only be linked for this process (the cache's tools/ not writable) is an error here."""
+    from .backends.cuda import nvptxcompiler
+
+    loaded = nvptxcompiler.load(lib, settings, shim.parent)
+    if loaded.path != shim:
+        raise CacheError(
+            f"--link: {shim.parent} cannot be written, so the shim was linked for this process "
+            "only; set TILEC_CACHE_DIR to a directory tilec may write"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

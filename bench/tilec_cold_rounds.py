@@ -4,9 +4,10 @@
         [--against VAR=VALUE]
 
 One run of `bench.tilec_compile --only cold` times tilec and then Triton, each over its reps; on the GPU
-runner Triton's own cold compile moves by a third from one run to the next while tilec's holds
-(reports/tilec-assembler-floor-h100-2026-11-28/), so a single run's ratio says more about when it ran than
-about the compilers. This runs it --rounds times, each in its own process and directory (OUT/round-N), and
+runner Triton's own cold compile moved by a third from one run to the next
+(reports/tilec-assembler-floor-h100-2026-11-28/), and the machine's speed moves by up to 1.8x over seconds
+(reports/tilec-process-state-h200-2026-11-28/), so a single run's ratio says more about when it ran than
+about the compilers. bench/tilec_cold_pairs.py takes one sample of each in turn instead. This runs it --rounds times, each in its own process and directory (OUT/round-N), and
 prints, for each kernel with the default assembler, every round's tilec and Triton times and ratio, and the
 median of the ratios. `--against VAR=VALUE` (repeatable) also runs each round with those in the environment
 (OUT/against-N), taking turns which goes first, and prints its medians beside. Writes

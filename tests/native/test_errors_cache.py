@@ -65,7 +65,9 @@ def test_ptxas_failure_carries_command_and_repro(
 
 def test_missing_libdevice_override(tilec: ModuleType, kernels: ModuleType, tmp_path: Path) -> None:
     s = tilec.Settings.from_env(
-        {"TILEC_CACHE": "0", "TILEC_LIBDEVICE": str(tmp_path / "nope.bc"), "PATH": ""}
+        # a cache directory of its own: the tools' facts are kept there even with the cache off
+        {"TILEC_CACHE": "0", "TILEC_CACHE_DIR": str(tmp_path / "c"), "TILEC_LIBDEVICE": str(tmp_path / "nope.bc"),
+         "PATH": ""}
     )
     with pytest.raises(tilec.ToolNotFoundError, match="TILEC_LIBDEVICE"):
         tilec.compile(kernels.EXP_IR, settings=s)

@@ -142,7 +142,9 @@ def test_stages_one_by_one_and_a_replaced_stage(
         def make_cubin(self, src: str, md: Any, opts: Any) -> bytes:
             return b"\x7fELF marked " + src[:8].encode()
 
-    k = Marked(tilec.Settings.from_env({"TILEC_CACHE": "0", "TILEC_PTXAS": str(settings.ptxas)})).compile(
+    # the test's cache directory: with the cache off it still keeps the tools' facts
+    off = {"TILEC_CACHE": "0", "TILEC_CACHE_DIR": str(settings.cache_dir), "TILEC_PTXAS": str(settings.ptxas)}
+    k = Marked(tilec.Settings.from_env(off)).compile(
         kernels.EXP_IR, opts
     )
     assert k.asm["cubin"].startswith(b"\x7fELF marked //")

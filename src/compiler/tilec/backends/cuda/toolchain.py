@@ -297,7 +297,7 @@ def _watched_dirs(settings: Settings, ptxas: Path | None, libdevice: Path | None
     return list(dict.fromkeys(str(d) for d in dirs))
 
 
-def _compute_identity(settings: Settings, memo: Path | None) -> dict[str, Any]:
+def _compute_identity(settings: Settings, memo: Path) -> dict[str, Any]:
     ptxas_path = find_ptxas(settings)
     ptxas = ptxas_info(ptxas_path, memo) if ptxas_path is not None else None
     try:
@@ -324,7 +324,7 @@ def _compute_identity(settings: Settings, memo: Path | None) -> dict[str, Any]:
     }
 
 
-def _nvptxcompiler(settings: Settings, memo: Path | None) -> tuple[Path | None, list[str] | None]:
+def _nvptxcompiler(settings: Settings, memo: Path) -> tuple[Path | None, list[str] | None]:
     """The nvPTXCompiler archive found and [path, release, sha256] of it (both None for none)."""
     try:
         archive = nvptxcompiler.find(settings)
@@ -351,31 +351,28 @@ def identity(settings: Settings) -> dict[str, Any]:
     record = _IDENTITY.get(remembered)
     memo = memo_dir(settings)
     if record is not None and unchanged(record["watch"]):
-        if memo is not None and (remembered, memo) not in _KEPT:
+        if (remembered, memo) not in _KEPT:
             # Found for another cache directory: keep it in this one's memo too, once, so
             # that a fresh process hitting this cache need not search and run ptxas.
             _KEPT.add((remembered, memo))
             _remember(_identity_entry(memo, inputs), record)
         return record
-    entry = None
-    if memo is not None:
-        entry = _identity_entry(memo, inputs)
-        try:
-            loaded = json.loads(entry.read_bytes())
-            same = loaded.get("format") == 2 and loaded.get("inputs") == inputs
-            if same and unchanged(loaded["watch"]):
-                _IDENTITY[remembered] = loaded
-                _KEPT.add((remembered, memo))
-                return loaded  # type: ignore[no-any-return]
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            pass
+    entry = _identity_entry(memo, inputs)
+    try:
+        loaded = json.loads(entry.read_bytes())
+        same = loaded.get("format") == 2 and loaded.get("inputs") == inputs
+        if same and unchanged(loaded["watch"]):
+            _IDENTITY[remembered] = loaded
+            _KEPT.add((remembered, memo))
+            return loaded  # type: ignore[no-any-return]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
     record = {**_compute_identity(settings, memo), "inputs": inputs}
     if record["ptxas"] is None or record["libdevice"] is None:
         return record  # searched again next time, as a tool may be installed meanwhile
     _IDENTITY[remembered] = record
-    if memo is not None and entry is not None:
-        _remember(entry, record)
-        _KEPT.add((remembered, memo))
+    _remember(entry, record)
+    _KEPT.add((remembered, memo))
     return record
 
 

@@ -14,7 +14,6 @@ tilec's: only a variant whose code is the same would keep ptxas's exact code. Wr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -88,10 +87,7 @@ def main() -> int:
             print(f"  {name:8s} {label:24s} {rows[label]['fastest_ms']:6.2f} / {rows[label]['median_ms']:6.2f}"
                   f"  code {'same' if rows[label]['same_code_as_tilec'] else 'other'} ({rows[label]['code_bytes']} B)")
         res["kernels"][name] = {"ptx_lines": len(ptx.splitlines()), "variants": rows}
-    out = lib.out_dir(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench-assembler-floor.json").write_text(json.dumps(res, indent=1) + "\n")
-    print(f"wrote {out / 'bench-assembler-floor.json'}")
+    lib.save(args.out, "bench-assembler-floor.json", res)
     return 0
 
 

@@ -253,3 +253,11 @@ def out_dir(arg: str | None) -> Path:
         return Path(arg)
     env = os.environ.get("OUT")
     return Path(env) if env else HERE.parent / "reports"
+
+
+def save(arg: str | None, name: str, obj: Any) -> Path:
+    """`obj` written as JSON to `name` in the report directory (`out_dir(arg)`), and where it went said."""
+    path = out_dir(arg) / name
+    write_json(path, obj)
+    print(f"wrote {path}")
+    return path

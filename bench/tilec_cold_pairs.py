@@ -109,10 +109,7 @@ def main() -> int:
         rows.append([f"{name} (Triton's {r['triton_twin']})", statistics.median(r["tilec_s"]) * 1e3,
                      statistics.median(r["triton_s"]) * 1e3, med, f"{q1:.3f}-{q3:.3f}", "<= 0.333", lib.verdict(med, 1 / 3)])
     print(lib.table(["kernel", "tilec", "Triton", "ratio (median of pairs)", "quartiles", "goal", "verdict"], rows))
-    out = lib.out_dir(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lib.write_json(out / "bench-cold-pairs.json", res)
-    print(f"wrote {out / 'bench-cold-pairs.json'}")
+    lib.save(args.out, "bench-cold-pairs.json", res)
     return 0
 
 

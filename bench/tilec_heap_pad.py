@@ -103,10 +103,7 @@ def main() -> int:
                      f"{flt['none']:.0f}", f"{flt['pad']:.0f}", runs["pad"][0]["assembler"]])
     print(f"\ncold compile, medians over {args.rounds} rounds of {args.reps} compiles each (ms)")
     print(lib.table(["kernel", "no pad", "pad", "pad/none", "faults (no pad)", "faults (pad)", "assembler"], rows))
-    out = lib.out_dir(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lib.write_json(out / "bench-heap-pad.json", res)
-    print(f"wrote {out / 'bench-heap-pad.json'}")
+    lib.save(args.out, "bench-heap-pad.json", res)
     return 0
 
 

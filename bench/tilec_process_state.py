@@ -139,10 +139,8 @@ def main() -> int:
         rows = [[s, m["compile_ms"], sum(v for n, v in m["stages_ms"].items() if n != "cubin"),
                  m["stages_ms"].get("cubin"), m["compile_ms"] / med["bare"]["compile_ms"]] for s, m in med.items()]
         print(lib.table(["process", "compile", "LLVM stages", "cubin", "compile / bare"], rows))
-    out = lib.out_dir(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lib.write_json(out / "bench-process-state.json", res)
-    print(f"\nwrote {out / 'bench-process-state.json'}")
+    print()
+    lib.save(args.out, "bench-process-state.json", res)
     return 0
 
 

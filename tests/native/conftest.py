@@ -62,6 +62,12 @@ def settings_env(tmp_path: Path, ptxas_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
+def child_env(tilec: ModuleType, settings_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a child process that imports this tilec with the test's settings."""
+    return {**os.environ, **settings_env, "PYTHONPATH": str(Path(tilec.__file__).resolve().parent.parent)}
+
+
+@pytest.fixture
 def settings(tilec: ModuleType, settings_env: dict[str, str]) -> object:
     """Settings with a private cache dir and the real ptxas."""
     return tilec.Settings.from_env(settings_env)

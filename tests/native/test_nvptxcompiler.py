@@ -239,13 +239,13 @@ def test_a_cache_that_cannot_be_written_links_the_shim_privately(
     assert loaded.path.parent == nvptxcompiler._private_dir() and blocked.read_text().startswith("a file")
 
 
-def test_the_cli_piped_into_a_reader_that_stops_early(tilec: ModuleType, settings: Any, tmp_path: Path) -> None:
+def test_the_cli_piped_into_a_reader_that_stops_early(child_env: dict[str, str], tmp_path: Path) -> None:
     """`tilec assembler | head -1`: the first line, and no traceback from the pipe closing."""
-    env = dict(os.environ, PYTHONPATH=str(Path(tilec.__file__).resolve().parent.parent),
-               TILEC_CACHE_DIR=str(settings.cache_dir), TILEC_PTXAS=str(settings.ptxas))
     err = tmp_path / "stderr"
     # a reader that closes at once, then a long answer: the pipe is gone before tilec has written
     cmd = f"{shlex.quote(sys.executable)} -m tilec assembler 2>{shlex.quote(str(err))} | true; echo ${{PIPESTATUS[0]}}"
+    # the settings' PATH is empty (tools come from their variables); bash itself is found on this one
+    env = {**child_env, "PATH": os.environ.get("PATH", "")}
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, check=False)
     assert err.read_text() == "" and proc.stdout.strip() in ("0", "141"), (proc.stdout, err.read_text())
 
@@ -259,7 +259,7 @@ print(k.cache_status, k.metadata.assembler)
 
 
 def test_with_the_cache_off_the_shim_is_linked_once_not_in_every_process(
-    tilec: ModuleType, kernels: ModuleType, settings_env: dict[str, str], tmp_path: Path
+    kernels: ModuleType, child_env: dict[str, str], tmp_path: Path
 ) -> None:
     """TILEC_CACHE=0 keeps no compiled kernels, but the machine's tools are still found and the shim
     linked once per library under <cache>/tools: a second process with no compiler to link with
@@ -267,8 +267,7 @@ def test_with_the_cache_off_the_shim_is_linked_once_not_in_every_process(
     src = tmp_path / "exp.ll"
     src.write_text(kernels.EXP_IR)
     cache = tmp_path / "cache"
-    env = {**os.environ, **settings_env, "TILEC_CACHE": "0", "TILEC_CACHE_DIR": str(cache),
-           "PYTHONPATH": str(Path(tilec.__file__).resolve().parent.parent)}
+    env = {**child_env, "TILEC_CACHE": "0", "TILEC_CACHE_DIR": str(cache)}
 
     def compile_in_a_new_process(**extra: str) -> str:
         proc = subprocess.run([sys.executable, "-c", COMPILE_NAMED, str(src)], capture_output=True, text=True,
@@ -282,16 +281,12 @@ def test_with_the_cache_off_the_shim_is_linked_once_not_in_every_process(
     assert compile_in_a_new_process(TILEC_CXX=str(tmp_path / "no-g++")) == "disabled nvptxcompiler"
 
 
-def test_the_cli_links_the_shim_ahead_and_says_why_it_cannot(
-    tilec: ModuleType, settings_env: dict[str, str], tmp_path: Path
-) -> None:
+def test_the_cli_links_the_shim_ahead_and_says_why_it_cannot(child_env: dict[str, str], tmp_path: Path) -> None:
     """`tilec assembler --link` (an image's build step): the shim kept under <cache>/tools, found
     by the next call; no compiler, or a cache directory it cannot write, is one line and exit 1."""
-    env = {**os.environ, **settings_env, "PYTHONPATH": str(Path(tilec.__file__).resolve().parent.parent)}
-
     def cli(cache: Path, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "tilec", "assembler", "--link"], capture_output=True, text=True,
-                              env={**env, "TILEC_CACHE_DIR": str(cache), **extra}, check=False)
+                              env={**child_env, "TILEC_CACHE_DIR": str(cache), **extra}, check=False)
 
     done = cli(tmp_path / "c")
     assert done.returncode == 0, done.stderr

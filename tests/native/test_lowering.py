@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -182,3 +185,50 @@ def test_a_freed_module_s_annotations_do_not_reach_another(tilec: ModuleType) ->
         ptx = new.emit_assembly("sm_90", "", 3)
         new.close()
         assert ptx.count(".visible .entry") == 6 and ".func" not in ptx and ".maxntid" not in ptx, ptx
+
+
+# One compile per configuration in a new process: each configuration's target machine is new there.
+COMPILE_ONCE_EACH = """
+import json, sys, tilec
+sources, configs = json.load(open(sys.argv[1]))
+settings = tilec.Settings.from_env()
+print(json.dumps([tilec.compile(sources[n], target=t, opt_level=o, use_ptxas=False, settings=settings).asm["ptx"]
+                  for n, t, o in configs]))
+"""
+
+
+def test_kept_target_machines_emit_what_new_ones_do(
+    tilec: ModuleType, kernels: ModuleType, settings_env: dict[str, str], child_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The core keeps its target machines for the process, one per target and level. A machine that has
+    emitted other modules, at other targets and levels in between, gives the same PTX as a new one."""
+    sources = {"vadd": str(kernels.vector_add(tilec.ir)), "block_sum": str(kernels.block_sum(tilec.ir)),
+               "exp_scale": kernels.EXP_IR}
+    configs = [("vadd", "sm_80", 3), ("exp_scale", "sm_90", 3), ("block_sum", "sm_90", 2), ("exp_scale", "sm_80", 1),
+               ("vadd", "sm_90", 0)]
+    assert len({(t, o) for _, t, o in configs}) == len(configs)  # no machine shared in the new process
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps([sources, configs]))
+    off = {"TILEC_CACHE": "0"}
+    proc = subprocess.run([sys.executable, "-c", COMPILE_ONCE_EACH, str(job)], capture_output=True, text=True,
+                          env={**child_env, **off}, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    new = json.loads(proc.stdout)
+
+    here = tilec.Settings.from_env({**settings_env, **off})
+    for turn in range(3):
+        for i in range(len(configs)):
+            name, target, level = configs[(i + turn) % len(configs)]
+            # another module through the same machine first, and the others' machines between
+            tilec.compile(sources["block_sum" if name != "block_sum" else "vadd"], target=target, opt_level=level,
+                          use_ptxas=False, settings=here)
+            ptx = tilec.compile(sources[name], target=target, opt_level=level, use_ptxas=False, settings=here).asm["ptx"]
+            assert ptx == new[(i + turn) % len(configs)], (name, target, level, turn)
+
+    # Compiles in threads at once (the core releases the GIL): each takes a machine of its own.
+    def ptx_of(i: int) -> str:
+        name, target, level = configs[i % len(configs)]
+        return str(tilec.compile(sources[name], target=target, opt_level=level, use_ptxas=False, settings=here).asm["ptx"])
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(ptx_of, range(4 * len(configs)))) == new * 4

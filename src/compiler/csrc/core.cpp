@@ -1,5 +1,6 @@
 #include "core.h"
 
+#include <map>
 #include <mutex>
 
 #include "llvm/ADT/StringSet.h"
@@ -129,8 +130,8 @@ llvm::CodeGenOptLevel codegen_level(int level) {
 }
 
 std::unique_ptr<llvm::TargetMachine>
-make_target_machine(const std::string &triple, const std::string &cpu,
-                    const std::string &features, int level, bool pic = false) {
+new_target_machine(const std::string &triple, const std::string &cpu,
+                   const std::string &features, int level, bool pic) {
   const llvm::Target &target = lookup_target(triple);
   // Unknown processors only warn on stderr inside LLVM; refuse them here.
   std::unique_ptr<llvm::MCSubtargetInfo> sti(
@@ -149,6 +150,70 @@ make_target_machine(const std::string &triple, const std::string &cpu,
     throw CoreError("target", "could not create a target machine for " +
                                   triple + " " + cpu);
   return tm;
+}
+
+// Making a TargetMachine (and the MCSubtargetInfo that checks the processor)
+// is most of the fixed cost of a small kernel's LLVM stages, and a compile
+// makes two. Made ones are kept for the process, per configuration, and lent
+// to one caller at a time: the bindings release the GIL, and a TargetMachine
+// is not meant for two compiles at once. What it emits does not depend on
+// what it emitted before (tests/native compares the PTX with a fresh one's).
+class MachinePool {
+ public:
+  class Lease {
+   public:
+    Lease(MachinePool &pool, std::string key,
+          std::unique_ptr<llvm::TargetMachine> tm)
+        : pool_(pool), key_(std::move(key)), tm_(std::move(tm)) {}
+    Lease(const Lease &) = delete;
+    Lease &operator=(const Lease &) = delete;
+    ~Lease() { pool_.put(key_, std::move(tm_)); }
+    llvm::TargetMachine *get() const { return tm_.get(); }
+    llvm::TargetMachine *operator->() const { return tm_.get(); }
+
+   private:
+    MachinePool &pool_;
+    std::string key_;
+    std::unique_ptr<llvm::TargetMachine> tm_;
+  };
+
+  Lease take(const std::string &triple, const std::string &cpu,
+             const std::string &features, int level, bool pic) {
+    std::string key = triple + '\0' + cpu + '\0' + features + '\0' +
+                      std::to_string(level) + (pic ? "\0pic" : "");
+    {
+      std::lock_guard<std::mutex> hold(mu_);
+      auto &idle = idle_[key];
+      if (!idle.empty()) {
+        auto tm = std::move(idle.back());
+        idle.pop_back();
+        return Lease(*this, std::move(key), std::move(tm));
+      }
+    }
+    // Made outside the lock: a miss does not hold up other threads' hits.
+    auto tm = new_target_machine(triple, cpu, features, level, pic);
+    return Lease(*this, std::move(key), std::move(tm));
+  }
+
+ private:
+  void put(const std::string &key, std::unique_ptr<llvm::TargetMachine> tm) {
+    std::lock_guard<std::mutex> hold(mu_);
+    idle_[key].push_back(std::move(tm));
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::unique_ptr<llvm::TargetMachine>>>
+      idle_;
+};
+
+MachinePool::Lease make_target_machine(const std::string &triple,
+                                       const std::string &cpu,
+                                       const std::string &features, int level,
+                                       bool pic = false) {
+  // Never destroyed: a TargetMachine freed after LLVM's own statics would be
+  // freed into torn-down state at exit.
+  static MachinePool *pool = new MachinePool;
+  return pool->take(triple, cpu, features, level, pic);
 }
 
 std::string join(const std::vector<std::string> &errors) {

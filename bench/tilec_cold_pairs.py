@@ -39,7 +39,9 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(xs), q[2]
 
 
-def pairs(n: int, target: str, work: Path) -> dict[str, Any]:
+def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]] | None = None) -> dict[str, Any]:
+    """`n` pairs per kernel. `twins`: each Triton twin's (src, target, options) where this process has compiled it
+    already (its JIT would not compile it again to show them); else they are taken from a first compile here."""
     import tilec
     import torch
     import triton
@@ -50,7 +52,8 @@ def pairs(n: int, target: str, work: Path) -> dict[str, Any]:
     t = torch.randn(4096, device="cuda")
     tilec_triton.vadd_warmup_only.warmup(t, t, 4096, BLOCK=256, grid=(1,))
     warm = tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
-    twins = {name: triton_specialization(name)[:3] for name in set(TWIN.values())}
+    if twins is None:
+        twins = {name: triton_specialization(name)[:3] for name in set(TWIN.values())}
     out: dict[str, Any] = {"default_assembler": warm.metadata.assembler, "kernels": {}}
     knobs.compilation.always_compile = True
     try:

@@ -418,7 +418,8 @@ def triton_specialization(name: str) -> tuple[Any, Any, Any, float]:
     return (*captured[-1], jit_first)
 
 
-def triton_cold(reps: int) -> dict[str, Any]:
+def triton_cold(reps: int, specs: dict[str, tuple[Any, Any, Any]] | None = None) -> dict[str, Any]:
+    """Triton's cold compiles; each kernel's (src, target, options) also go into `specs` (for the pairs)."""
     import torch
     import triton
     from triton import knobs
@@ -449,6 +450,8 @@ def triton_cold(reps: int) -> dict[str, Any]:
         for name in TRITON_KERNELS:
             events.clear()
             src, target, options, jit_first = triton_specialization(name)
+            if specs is not None:
+                specs[name] = (src, target, options)
             assert events and not events[-1]["cache_hit"], "expected a compile"
             cold: list[float] = []
             stage_events: list[dict[str, Any]] = []
@@ -1124,13 +1127,14 @@ def main() -> int:
     errors: dict[str, str] = res["errors"]
     with lib.section("tilec cold compile", errors):
         res["cold_tilec"] = tilec_cold(a.reps, work, info)
+    specs: dict[str, tuple[Any, Any, Any]] = {}
     with lib.section("triton cold compile", errors):
-        res["cold_triton"] = triton_cold(a.reps)
+        res["cold_triton"] = triton_cold(a.reps, specs)
     if a.pairs:
         with lib.section("tilec and Triton cold compiles in pairs", errors):
             from bench.tilec_cold_pairs import pairs  # it imports this module
 
-            res["cold_pairs"] = pairs(a.pairs, target(), work / "pairs")
+            res["cold_pairs"] = pairs(a.pairs, target(), work / "pairs", specs)
     with lib.section("correctness (seeds the warm caches)", errors):
         res["correctness_rel_err"] = correctness_and_seed(work)
     if a.only != "cold":

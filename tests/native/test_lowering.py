@@ -232,3 +232,28 @@ def test_kept_target_machines_emit_what_new_ones_do(
 
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(ptx_of, range(4 * len(configs)))) == new * 4
+
+
+# A function returning a global's address: static code may take it as an absolute immediate, position-
+# independent code must compute it from the instruction pointer.
+PIC_OR_STATIC = """
+import sys, tilec
+ir = "@g = dso_local global i32 0\\ndefine ptr @f() {\\n  ret ptr @g\\n}\\n"
+def asm(pic):
+    m = tilec.native.NativeModule(ir)
+    try:
+        return m.emit_assembly("x86-64", "", 2, triple="x86_64-unknown-linux-gnu", pic=pic)
+    finally:
+        m.close()
+print(" ".join("pic" if "(%rip)" in a else "static" if "$g" in a else "?" for a in map(asm, [p == "pic" for p in sys.argv[1:]])))
+"""
+
+
+@pytest.mark.parametrize("order", [["static", "pic", "static"], ["pic", "static", "pic"]])
+def test_kept_target_machines_keep_pic_and_static_apart(child_env: dict[str, str], order: list[str]) -> None:
+    """A machine made for position-independent code is never lent for static code, nor the other way round:
+    in a new process, the second request finds the first one's machine idle in the pool."""
+    proc = subprocess.run([sys.executable, "-c", PIC_OR_STATIC, *order], capture_output=True, text=True,
+                          env=child_env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == order

@@ -153,11 +153,12 @@ new_target_machine(const std::string &triple, const std::string &cpu,
 }
 
 // Making a TargetMachine (and the MCSubtargetInfo that checks the processor)
-// is most of the fixed cost of a small kernel's LLVM stages, and a compile
-// makes two. Made ones are kept for the process, per configuration, and lent
-// to one caller at a time: the bindings release the GIL, and a TargetMachine
-// is not meant for two compiles at once. What it emits does not depend on
-// what it emitted before (tests/native compares the PTX with a fresh one's).
+// is much of the fixed cost of a small kernel's LLVM stages, and a compile
+// made three (set_target, optimize, emit). Made ones are kept for the
+// process, per configuration (the relocation model included), and lent to
+// one caller at a time: the bindings release the GIL, and a TargetMachine is
+// not meant for two compiles at once. What it emits does not depend on what
+// it emitted before (tests/native compares with a new process's machines).
 class MachinePool {
  public:
   class Lease {
@@ -180,7 +181,7 @@ class MachinePool {
   Lease take(const std::string &triple, const std::string &cpu,
              const std::string &features, int level, bool pic) {
     std::string key = triple + '\0' + cpu + '\0' + features + '\0' +
-                      std::to_string(level) + (pic ? "\0pic" : "");
+                      std::to_string(level) + '\0' + (pic ? "pic" : "static");
     {
       std::lock_guard<std::mutex> hold(mu_);
       auto &idle = idle_[key];

@@ -51,15 +51,20 @@ def vadd_scalar(T: ModuleType) -> ir.Module:
     return m
 
 
-def vadd_vec(T: ModuleType, vectors: int) -> ir.Module:
+def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False) -> ir.Module:
     """`vectors` x <4 x float> per thread (4*vectors elements), all loads issued before the adds.
 
     A block covers ntid*4*vectors consecutive elements; vector k of thread t sits at
     element base + 4*(k*ntid + t), so each warp's k-th access is one contiguous 512 B run.
     A block whose tile lies wholly inside n takes the vector path; the last one goes
     element by element with bounds checks. Pointers must be 16-byte aligned.
+
+    whole_vectors: n must be a multiple of 4 (the kernel is named vadd_vN_m4), and the last block
+    goes vector by vector, each vector inside n or wholly past it: one check per vector where
+    the element-wise tail has four, as Triton's vadd, specialized for an n divisible by 16,
+    masks whole `v4` accesses.
     """
-    name = f"vadd_v{4 * vectors}"
+    name = f"vadd_v{4 * vectors}" + ("_m4" if whole_vectors else "")
     m = T.new_module(name)
     fn = T.kernel(m, name, [T.ptr(), T.ptr(), T.ptr(), T.i32])
     a, bb, out, n = fn.args
@@ -85,6 +90,15 @@ def vadd_vec(T: ModuleType, vectors: int) -> ir.Module:
 
     b.position_at_end(slow)
     for k, o in enumerate(offs):
+        if whole_vectors:
+            do, nxt = fn.append_basic_block(f"tail{k}"), fn.append_basic_block(f"next{k}")
+            b.cbranch(b.icmp_unsigned("<", o, n64), do, nxt)
+            b.position_at_end(do)
+            s = b.fadd(b.load(_gep(b, a, o), typ=V4, align=16), b.load(_gep(b, bb, o), typ=V4, align=16))
+            b.store(s, _gep(b, out, o), align=16)
+            b.branch(nxt)
+            b.position_at_end(nxt)
+            continue
         for j in range(4):
             e = b.add(o, ir.Constant(I64, j))
             do = fn.append_basic_block(f"tail{k}_{j}")

@@ -35,3 +35,11 @@ def test_with_pairs_the_pairs_are_judged_and_the_medians_are_context() -> None:
     [judged] = goal_rows(rows)
     assert judged[0] == "cold IR->cubin vadd in pairs with Triton's vadd: the median of 3 pairs' ratios (ms)"
     assert judged[1:4] == [20.0, 60.0, 0.3] and judged[5] == "met"
+
+
+def test_a_kernel_outside_the_goal_is_context() -> None:
+    res = cold(10.0, 60.0)
+    res["cold_tilec"]["vadd_v8_m4"] = res["cold_tilec"].pop("vadd")
+    rows = ratios(res)
+    assert not goal_rows(rows)
+    assert [r[4:] for r in rows if r[0].startswith("cold IR->cubin vadd_v8_m4, default")] == [["(context)", "-"]]

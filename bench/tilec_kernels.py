@@ -89,24 +89,16 @@ def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False) -> ir.Mod
     b.branch(done)
 
     b.position_at_end(slow)
+    # each vector (whole_vectors) or each element of it: inside n, or skipped
     for k, o in enumerate(offs):
-        if whole_vectors:
-            do, nxt = fn.append_basic_block(f"tail{k}"), fn.append_basic_block(f"next{k}")
-            b.cbranch(b.icmp_unsigned("<", o, n64), do, nxt)
-            b.position_at_end(do)
-            s = b.fadd(b.load(_gep(b, a, o), typ=V4, align=16), b.load(_gep(b, bb, o), typ=V4, align=16))
-            b.store(s, _gep(b, out, o), align=16)
-            b.branch(nxt)
-            b.position_at_end(nxt)
-            continue
-        for j in range(4):
-            e = b.add(o, ir.Constant(I64, j))
-            do = fn.append_basic_block(f"tail{k}_{j}")
-            nxt = fn.append_basic_block(f"next{k}_{j}")
+        for j in (None,) if whole_vectors else range(4):
+            e, at, ty, align = (o, f"{k}", V4, 16) if j is None else (b.add(o, ir.Constant(I64, j)), f"{k}_{j}", F32, 4)
+            do = fn.append_basic_block(f"tail{at}")
+            nxt = fn.append_basic_block(f"next{at}")
             b.cbranch(b.icmp_unsigned("<", e, n64), do, nxt)
             b.position_at_end(do)
-            s = b.fadd(b.load(_gep(b, a, e), typ=F32, align=4), b.load(_gep(b, bb, e), typ=F32, align=4))
-            b.store(s, _gep(b, out, e), align=4)
+            s = b.fadd(b.load(_gep(b, a, e), typ=ty, align=align), b.load(_gep(b, bb, e), typ=ty, align=align))
+            b.store(s, _gep(b, out, e), align=align)
             b.branch(nxt)
             b.position_at_end(nxt)
     b.branch(done)

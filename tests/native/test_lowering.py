@@ -216,20 +216,20 @@ def test_kept_target_machines_emit_what_new_ones_do(
     new = json.loads(proc.stdout)
 
     here = tilec.Settings.from_env({**settings_env, **off})
+
+    def ptx_of(i: int, name: str | None = None) -> str:
+        """Configuration i's PTX here, of its own kernel or of `name`."""
+        kernel, target, level = configs[i % len(configs)]
+        src = sources[name or kernel]
+        return str(tilec.compile(src, target=target, opt_level=level, use_ptxas=False, settings=here).asm["ptx"])
+
     for turn in range(3):
-        for i in range(len(configs)):
-            name, target, level = configs[(i + turn) % len(configs)]
+        for i in range(turn, turn + len(configs)):
             # another module through the same machine first, and the others' machines between
-            tilec.compile(sources["block_sum" if name != "block_sum" else "vadd"], target=target, opt_level=level,
-                          use_ptxas=False, settings=here)
-            ptx = tilec.compile(sources[name], target=target, opt_level=level, use_ptxas=False, settings=here).asm["ptx"]
-            assert ptx == new[(i + turn) % len(configs)], (name, target, level, turn)
+            ptx_of(i, "block_sum" if configs[i % len(configs)][0] != "block_sum" else "vadd")
+            assert ptx_of(i) == new[i % len(configs)], (configs[i % len(configs)], turn)
 
     # Compiles in threads at once (the core releases the GIL): each takes a machine of its own.
-    def ptx_of(i: int) -> str:
-        name, target, level = configs[i % len(configs)]
-        return str(tilec.compile(sources[name], target=target, opt_level=level, use_ptxas=False, settings=here).asm["ptx"])
-
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(ptx_of, range(4 * len(configs)))) == new * 4
 

@@ -86,6 +86,7 @@ def modules() -> dict[str, Callable[[], Any]]:
         "vadd_v4": lambda: K.vadd_vec(T, 1),
         "vadd_v8": lambda: K.vadd_vec(T, 2),
         "vadd_v8_m4": lambda: K.vadd_vec(T, 2, True),
+        "vadd_v8_flat": lambda: K.vadd_vec(T, 2, one_path=True),
         "expsin": lambda: K.exp_sin_loop(T),
         "rowsum_u1": lambda: K.row_sum(T, 1),
         "rowsum_u2": lambda: K.row_sum(T, 2),

@@ -11,8 +11,9 @@ tilec as the cold bench's default row times it (the module built, then `tilec.co
 assembler into an empty cache directory), Triton's as its cold row (`triton.compile` of the kernel's first
 specialization again, with `always_compile`). Kernels and Triton twins as in tilec_compile (vadd_v8 against
 Triton's vadd at BLOCK 1024, four warps: eight elements a thread, as vadd_v8; vadd_v8_m4, whose last block goes
-by whole vectors as Triton's masks them, is context). Prints per kernel the
-median of the pairs' ratios with its quartiles, and each side's median; writes OUT/bench-cold-pairs.json.
+by whole vectors as Triton's masks them, and vadd_v8_flat, the same in one path as Triton's lowers, are context).
+Prints per kernel the median of the pairs' ratios with its quartiles, and each side's median; writes
+OUT/bench-cold-pairs.json.
 """
 
 from __future__ import annotations
@@ -27,13 +28,12 @@ from typing import Any
 from bench import tilec_benchlib as lib
 from bench.tilec_compile import (
     TILEC_KERNELS,
+    TRITON_TWIN,
     goal,
     tilec_module,
     tilec_settings,
     triton_specialization,
 )
-
-TWIN = {"vadd": "vadd", "vadd_v8": "vadd", "vadd_v8_m4": "vadd", "expsin": "expsin"}  # tilec kernel -> its Triton twin
 
 
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -55,12 +55,12 @@ def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]
     tilec_triton.vadd_warmup_only.warmup(t, t, 4096, BLOCK=256, grid=(1,))
     warm = tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
     if twins is None:
-        twins = {name: triton_specialization(name)[:3] for name in set(TWIN.values())}
+        twins = {name: triton_specialization(name)[:3] for name in set(TRITON_TWIN.values())}
     out: dict[str, Any] = {"default_assembler": warm.metadata.assembler, "kernels": {}}
     knobs.compilation.always_compile = True
     try:
         for name in TILEC_KERNELS:
-            src, tgt, options = twins[TWIN[name]]
+            src, tgt, options = twins[TRITON_TWIN[name]]
             tl_s: list[float] = []
             tr_s: list[float] = []
 
@@ -87,7 +87,7 @@ def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]
                     one_tilec(i)
                     one_triton()
             ratio = [a / b for a, b in zip(tl_s, tr_s, strict=True)]
-            out["kernels"][name] = {"triton_twin": TWIN[name], "tilec_s": tl_s, "triton_s": tr_s, "ratio": ratio}
+            out["kernels"][name] = {"triton_twin": TRITON_TWIN[name], "tilec_s": tl_s, "triton_s": tr_s, "ratio": ratio}
     finally:
         knobs.compilation.always_compile = False
     return out

@@ -51,7 +51,7 @@ def vadd_scalar(T: ModuleType) -> ir.Module:
     return m
 
 
-def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False) -> ir.Module:
+def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False, one_path: bool = False) -> ir.Module:
     """`vectors` x <4 x float> per thread (4*vectors elements), all loads issued before the adds.
 
     A block covers ntid*4*vectors consecutive elements; vector k of thread t sits at
@@ -63,13 +63,20 @@ def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False) -> ir.Mod
     goes vector by vector, each vector inside n or wholly past it: one check per vector where
     the element-wise tail has four, as Triton's vadd, specialized for an n divisible by 16,
     masks whole `v4` accesses.
+
+    one_path: as whole_vectors, in one path (named vadd_vN_flat): every block checks each vector, with
+    no separate path for a tile wholly inside n. This is the shape Triton's vadd lowers to (one
+    straight run of predicated `v4` accesses); the two-path kernels hand ptxas the body twice. Each
+    vector's loads come before its add, not all loads before all adds.
     """
-    name = f"vadd_v{4 * vectors}" + ("_m4" if whole_vectors else "")
+    whole_vectors = whole_vectors or one_path
+    name = f"vadd_v{4 * vectors}" + ("_flat" if one_path else "_m4" if whole_vectors else "")
     m = T.new_module(name)
     fn = T.kernel(m, name, [T.ptr(), T.ptr(), T.ptr(), T.i32])
     a, bb, out, n = fn.args
-    entry, fast, slow, done = (fn.append_basic_block(x) for x in ("entry", "fast", "slow", "done"))
-    b = ir.IRBuilder(entry)
+    blocks = {x: fn.append_basic_block(x) for x in ("entry", *(() if one_path else ("fast",)), "slow", "done")}
+    slow, done = blocks["slow"], blocks["done"]
+    b = ir.IRBuilder(blocks["entry"])
     tid = b.zext(T.thread_idx(b), I64)
     ntid = b.zext(T.block_dim(b), I64)
     bid = b.zext(T.block_idx(b), I64)
@@ -79,14 +86,16 @@ def vadd_vec(T: ModuleType, vectors: int, whole_vectors: bool = False) -> ir.Mod
     offs = [
         b.add(base, b.shl(b.add(b.mul(ir.Constant(I64, k), ntid), tid), ir.Constant(I64, 2))) for k in range(vectors)
     ]
-    b.cbranch(b.icmp_unsigned("<=", b.add(base, tile), n64), fast, slow)
-
-    b.position_at_end(fast)
-    va = [b.load(_gep(b, a, o), typ=V4, align=16) for o in offs]
-    vb = [b.load(_gep(b, bb, o), typ=V4, align=16) for o in offs]
-    for o, x, y in zip(offs, va, vb, strict=True):
-        b.store(b.fadd(x, y), _gep(b, out, o), align=16)
-    b.branch(done)
+    if one_path:
+        b.branch(slow)
+    else:
+        b.cbranch(b.icmp_unsigned("<=", b.add(base, tile), n64), blocks["fast"], slow)
+        b.position_at_end(blocks["fast"])
+        va = [b.load(_gep(b, a, o), typ=V4, align=16) for o in offs]
+        vb = [b.load(_gep(b, bb, o), typ=V4, align=16) for o in offs]
+        for o, x, y in zip(offs, va, vb, strict=True):
+            b.store(b.fadd(x, y), _gep(b, out, o), align=16)
+        b.branch(done)
 
     b.position_at_end(slow)
     # each vector (whole_vectors) or each element of it: inside n, or skipped

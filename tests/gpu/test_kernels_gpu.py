@@ -227,21 +227,24 @@ def test_torch_tensors_and_stream(
 
 
 @pytest.mark.parametrize(
-    ("whole_vectors", "n"),
-    [(False, 2048 * 3 + 1), (False, 2048 * 3 + 1003), (True, 2048 * 3 + 4 * 37), (True, 2048 * 3 + 2044)],
+    ("shape", "n"),
+    [({}, 2048 * 3 + 1), ({}, 2048 * 3 + 1003),
+     ({"whole_vectors": True}, 2048 * 3 + 4 * 37), ({"whole_vectors": True}, 2048 * 3 + 2044),
+     ({"one_path": True}, 2048 * 3 + 4 * 37), ({"one_path": True}, 2048 * 3 + 2044)],
 )
 def test_the_bench_s_8_wide_vector_adds_with_a_partial_last_block(
     gpu_tilec: ModuleType, sm_target: str, settings: Any, buffers: Any, rng: np.random.Generator,
-    whole_vectors: bool, n: int,
+    shape: dict[str, bool], n: int,
 ) -> None:
-    """bench/tilec_kernels.py's vadd_v8 and vadd_v8_m4 (n a multiple of 4), timed against Triton, on sizes whose
-    last block takes the tail (the bench's own size fills every block): every element, nothing past n."""
+    """bench/tilec_kernels.py's vadd_v8, vadd_v8_m4 and vadd_v8_flat (n a multiple of 4 for both), timed against
+    Triton, on sizes whose last block takes the tail (the bench's own size fills every block): every element,
+    nothing past n."""
     from bench import tilec_kernels
 
     a = rng.standard_normal(n, dtype=np.float32)
     b = rng.standard_normal(n, dtype=np.float32)
     da, db, dout = buffers(a), buffers(b), buffers(poisoned(n + 2048))
-    with gpu_tilec.compile(tilec_kernels.vadd_vec(gpu_tilec.ir, 2, whole_vectors), target=sm_target,
+    with gpu_tilec.compile(tilec_kernels.vadd_vec(gpu_tilec.ir, 2, **shape), target=sm_target,
                            settings=settings) as k:
         k[(n + 2047) // 2048, 256](da, db, dout, n)
         out = dout.download()

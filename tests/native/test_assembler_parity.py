@@ -49,6 +49,7 @@ def _cases(tilec: ModuleType, kernels: ModuleType) -> dict[str, tuple[Callable[[
         "bench:vadd_v4": (lambda: K.vadd_vec(T, 1), {}),
         "bench:vadd_v8": (lambda: K.vadd_vec(T, 2), {}),
         "bench:vadd_v8_m4": (lambda: K.vadd_vec(T, 2, True), {}),
+        "bench:vadd_v8_flat": (lambda: K.vadd_vec(T, 2, one_path=True), {}),
         "bench:expsin": (lambda: K.exp_sin_loop(T), {}),
         "bench:rowsum_u1": (lambda: K.row_sum(T, 1), {}),
         "bench:rowsum_u2": (lambda: K.row_sum(T, 2), {}),
@@ -110,7 +111,7 @@ def test_every_kernel_has_ptxas_s_sections(tilec: ModuleType, kernels: ModuleTyp
         assert [getattr(lib.metadata, f) for f in fields] == [getattr(ptxas.metadata, f) for f in fields], name
         assert lib.metadata.registers, name  # the library's info log was read
         compared.append(name)
-    assert len(compared) == 14
+    assert len(compared) == 15
 
 
 def test_auto_picks_the_library_of_ptxas_s_release(

@@ -1,6 +1,7 @@
 """tilec's cold compile against Triton's in pairs, one of each in turn: both sides timed at the same machine speed.
 
     PYTHONPATH=<a tilec site>:. python3 -m bench.tilec_cold_pairs [--pairs 40] [--out DIR] [--target sm_90]
+    PYTHONPATH=<a tilec site>:. python3 -m bench.tilec_cold_pairs --no-gpu [--target sm_90] ...
 
 bench/tilec_compile.py times all of tilec's cold samples and then all of Triton's. On the GPU runner the CPU
 runs at one of two speeds about 1.4x apart, changing within seconds whatever the process holds
@@ -14,6 +15,10 @@ Triton's vadd at BLOCK 1024, four warps: eight elements a thread, as vadd_v8; va
 by whole vectors as Triton's masks them, and vadd_v8_flat, the same in one path as Triton's lowers, are context).
 Prints per kernel the median of the pairs' ratios with its quartiles, and each side's median; writes
 OUT/bench-cold-pairs.json.
+
+--no-gpu: neither compiler needs a device to compile, so the pairs run on any machine with tilec and Triton
+(no torch): Triton compiles each twin as its JIT does for the bench's sizes (`device_free_twins`; the gpu tier
+checks that the two compiles hash the same), for --target (default sm_90). The ratios are that machine's.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 from bench import tilec_benchlib as lib
 from bench.tilec_compile import (
     TILEC_KERNELS,
+    TRITON_BLOCK,
     TRITON_TWIN,
     goal,
     tilec_module,
@@ -41,24 +47,45 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(xs), q[2]
 
 
-def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]] | None = None) -> dict[str, Any]:
-    """`n` pairs per kernel. `twins`: each Triton twin's (src, target, options) where this process has compiled it
-    already (its JIT would not compile it again to show them); else they are taken from a first compile here."""
-    import tilec
-    import torch
-    import triton
-    from triton import knobs
+def device_free_twins(target: str) -> dict[str, tuple[Any, Any, Any]]:
+    """Each Triton twin's (src, target, options) as its JIT makes them for the bench's sizes (every pointer and
+    n divisible by 16; BLOCK fixed), for `target` (sm_XX) without a device."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
 
     from bench import tilec_triton
 
-    t = torch.randn(4096, device="cuda")
-    tilec_triton.vadd_warmup_only.warmup(t, t, 4096, BLOCK=256, grid=(1,))
-    warm = tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
+    signatures = {
+        "vadd": (tilec_triton.vadd, {"a": "*fp32", "b": "*fp32", "out": "*fp32", "n": "i32"}, (0, 1, 2, 3)),
+        "expsin": (tilec_triton.expsin, {"x": "*fp32", "y": "*fp32", "scale": "fp32", "iters": "i32", "n": "i32"},
+                   (0, 1, 4)),
+    }
+    gpu = GPUTarget("cuda", int(target.removeprefix("sm_")), 32)
+    twins = {}
+    for name, (fn, signature, divisible) in signatures.items():
+        src = ASTSource(fn=fn, signature={**signature, "BLOCK": "constexpr"}, constexprs={"BLOCK": TRITON_BLOCK[name]},
+                        attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+        twins[name] = (src, gpu, {})
+    return twins
+
+
+def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]] | None = None) -> dict[str, Any]:
+    """`n` pairs per kernel. `twins`: each Triton twin's (src, target, options) where this process has compiled it
+    already (its JIT would not compile it again to show them), or `device_free_twins`; else they are taken from a
+    first compile here (on the GPU)."""
+    import tilec
+    import triton
+    from triton import knobs
+
     if twins is None:
         twins = {name: triton_specialization(name)[:3] for name in set(TRITON_TWIN.values())}
+    warm = tilec.compile(tilec_module("warmup"), target=target, settings=tilec_settings(None))
     out: dict[str, Any] = {"default_assembler": warm.metadata.assembler, "kernels": {}}
     knobs.compilation.always_compile = True
     try:
+        # Triton's one-time initialisation, out of the numbers (each kernel's first pair is not a sample either)
+        for src, tgt, options in twins.values():
+            triton.compile(src, target=tgt, options=options)
         for name in TILEC_KERNELS:
             src, tgt, options = twins[TRITON_TWIN[name]]
             tl_s: list[float] = []
@@ -97,15 +124,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--out", help="report directory ($OUT, else reports/)")
-    ap.add_argument("--target", help="sm_XX (default: the GPU's)")
+    ap.add_argument("--target", help="sm_XX (default: the GPU's; sm_90 with --no-gpu)")
+    ap.add_argument("--no-gpu", action="store_true", help="no device: Triton compiles its twins for --target")
     args = ap.parse_args()
     if args.pairs < 4:
         ap.error("--pairs must be at least 4 (the quartiles need them)")
-    target = args.target or lib.sm_target()
+    target = args.target or ("sm_90" if args.no_gpu else lib.sm_target())
     with tempfile.TemporaryDirectory(prefix="tilec-pairs-") as tmp:
-        res = pairs(args.pairs, target, Path(tmp))
-    res = {"bench": "tilec-cold-pairs", "machine": lib.machine(), "target": target, "pairs": args.pairs, **res}
-    print(f"{res['machine'].get('gpu', '?')}, {target}, tilec's default assembler: {res['default_assembler']}; "
+        res = pairs(args.pairs, target, Path(tmp), device_free_twins(target) if args.no_gpu else None)
+    res = {"bench": "tilec-cold-pairs", "machine": lib.machine(), "target": target, "pairs": args.pairs,
+           "device": "none (--no-gpu)" if args.no_gpu else "the GPU's", **res}
+    m = res["machine"]
+    where = m.get("gpu") or f"no GPU ({m.get('cpu', '?')}, {m.get('cpu_count', '?')} cores)"
+    print(f"{where}, {target}, tilec's default assembler: {res['default_assembler']}; "
           f"{args.pairs} pairs per kernel (ms; ratio tilec / Triton per pair)")
     rows = []
     for name, r in res["kernels"].items():

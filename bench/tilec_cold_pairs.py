@@ -49,22 +49,28 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
 
 def device_free_twins(target: str) -> dict[str, tuple[Any, Any, Any]]:
     """Each Triton twin's (src, target, options) as its JIT makes them for the bench's sizes (every pointer and
-    n divisible by 16; BLOCK fixed), for `target` (sm_XX) without a device."""
+    n divisible by 16; BLOCK fixed), for `target` (sm_XX) without a device. tests/gpu/test_bench_twins_gpu.py
+    checks them against the JIT's on a GPU."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from bench import tilec_triton
 
+    # The JIT's attributes for the bench's arguments: torch's pointers and n = 2^20 are divisible by 16; iters
+    # (8) is an integer it specializes on with no attribute (an empty list, which the kernel's hash counts);
+    # a float gets no entry.
+    d16 = [["tt.divisibility", 16]]
     signatures = {
-        "vadd": (tilec_triton.vadd, {"a": "*fp32", "b": "*fp32", "out": "*fp32", "n": "i32"}, (0, 1, 2, 3)),
+        "vadd": (tilec_triton.vadd, {"a": "*fp32", "b": "*fp32", "out": "*fp32", "n": "i32"},
+                 {0: d16, 1: d16, 2: d16, 3: d16}),
         "expsin": (tilec_triton.expsin, {"x": "*fp32", "y": "*fp32", "scale": "fp32", "iters": "i32", "n": "i32"},
-                   (0, 1, 4)),
+                   {0: d16, 1: d16, 3: [], 4: d16}),
     }
     gpu = GPUTarget("cuda", int(target.removeprefix("sm_")), 32)
     twins = {}
-    for name, (fn, signature, divisible) in signatures.items():
+    for name, (fn, signature, attrs) in signatures.items():
         src = ASTSource(fn=fn, signature={**signature, "BLOCK": "constexpr"}, constexprs={"BLOCK": TRITON_BLOCK[name]},
-                        attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+                        attrs={(i,): a for i, a in attrs.items()})
         twins[name] = (src, gpu, {})
     return twins
 

@@ -84,6 +84,10 @@ class Options:
         "--bundle", P, "a `hermetic bundle` layout to build from instead of --source, --wheelhouse and --mirror: "
         "every LLVM and wheel build runs `hermetic ... --bundle DIR` (device.sh joins one carried in parts)",
         metavar="DIR"))
+    checkout_compiler: bool = field(metadata=_row(
+        "--checkout-compiler", ON, "with --bundle: tilec's wheel from this checkout's src/compiler, not the bundle's "
+        "(with the bundle's requirements and toolchain), to try a compiler change without making a bundle again",
+        False))
     out: Path = field(metadata=_row(
         "--out", P, "report, logs, records, PTX, junit xml, wheel, install-tree parts",
         Path("/tmp/hermetic-runner/out"), metavar="DIR"))
@@ -243,6 +247,10 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], repo: Path) -> Options:
     opts = Options(**values)  # type: ignore[arg-type]  # the table's kinds type each value
     if opts.bundle is not None:
         opts = _with_bundle(opts, given)
+    if opts.checkout_compiler and opts.bundle is None:
+        raise UsageError("--checkout-compiler picks this checkout's compiler over a bundle's, and no --bundle is given",
+                         "drop --checkout-compiler: without --bundle tilec's wheel is built from the checkout's "
+                         "src/compiler already")
     if opts.cold_ab and opts.baseline_src is None:
         raise UsageError("--cold-ab compares with the baseline, and none is given",
                          "give the baseline's source with --baseline-src DIR (HERMETIC_RUNNER_BASELINE_SRC)")

@@ -37,11 +37,16 @@ def wheel_inputs(ctx: Context) -> list[str]:
     return ["--wheelhouse", str(ctx.opts.wheelhouse)] if ctx.opts.wheelhouse else []
 
 
+def bundle_s_compiler(ctx: Context) -> bool:
+    """Whether tilec's wheel is the bundle's own src/compiler (a bundle, without --checkout-compiler)."""
+    return ctx.opts.bundle is not None and not ctx.opts.checkout_compiler
+
+
 def wheel_args(ctx: Context, prefix: Path, dist: Path, work_dir: Path, project: Path | None = None,
                toolchain: list[str] | None = None) -> list[str]:
-    """`hermetic wheel` of tilec against `prefix`: from a bundle, the bundle's own src/compiler (no PROJECT); else
-    the checkout's; `project` another tilec (the baseline)."""
-    where = [str(project)] if project else [] if ctx.opts.bundle else [str(ctx.repo / "src" / "compiler")]
+    """`hermetic wheel` of tilec against `prefix`: from a bundle, the bundle's own src/compiler (no PROJECT) unless
+    --checkout-compiler; else the checkout's; `project` another tilec (the baseline)."""
+    where = [str(project)] if project else [] if bundle_s_compiler(ctx) else [str(ctx.repo / "src" / "compiler")]
     return ["wheel", *where, "--llvm", str(prefix), "--output", str(dist),
             "--offline", ctx.offline, "--work-dir", str(work_dir), "--cache", str(ctx.work / "cache"),
             "--jobs", str(ctx.opts.jobs), *wheel_inputs(ctx), *(toolchain_args(ctx) if toolchain is None else toolchain)]
@@ -87,7 +92,10 @@ class Wheel(Step):
         shutil.copyfile(path, ctx.out / path.name)
         shutil.copyfile(path.parent / "wheel-record.json", ctx.out / "wheel-record.json")
         ctx.wheel = path
-        ctx.report.set("wheel", wheel_summary(path, rec, sha256(path)))
+        summary = wheel_summary(path, rec, sha256(path))
+        # a bundle's own compiler or this checkout's: a run meant to test a compiler change says which it built
+        summary["compiler"] = "the bundle's src/compiler" if bundle_s_compiler(ctx) else "the checkout's src/compiler"
+        ctx.report.set("wheel", summary)
         return State.OK
 
 

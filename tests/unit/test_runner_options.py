@@ -76,6 +76,7 @@ def test_paths_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ({"HERMETIC_RUNNER_JOBS": "many"}, ("HERMETIC_RUNNER_JOBS", "number")),
     ({"HERMETIC_RUNNER_ARCH": "riscv64"}, ("HERMETIC_RUNNER_ARCH", "amd64")),
     ({"HERMETIC_RUNNER_COLD_AB": "1"}, ("--cold-ab", "--baseline-src")),
+    ({"HERMETIC_RUNNER_CHECKOUT_COMPILER": "1"}, ("--checkout-compiler", "--bundle")),
     ({"HERMETIC_RUNNER_JOBS": "0"}, ("--jobs", ">= 1")),
 ])
 def test_bad_values_are_refused_by_name(tmp_path: Path, env: dict[str, str], words: tuple[str, str]) -> None:

@@ -195,6 +195,11 @@ def test_with_a_bundle_every_build_takes_it_and_nothing_carried(tmp_path: Path) 
     assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"))[:3] == ["wheel", "--llvm", "P"]
     assert steps_wheel.wheel_args(ctx, Path("P"), Path("d"), Path("w"), project=Path("base"))[:2] == ["wheel", "base"]
     assert [*b] == steps_wheel.wheel_inputs(ctx)
+    # --checkout-compiler: this checkout's src/compiler, with the bundle's requirements and toolchain still
+    mine = make_ctx(tmp_path, "--bundle", str(tmp_path / "b"), "--checkout-compiler")
+    args = steps_wheel.wheel_args(mine, Path("P"), Path("d"), Path("w"))
+    assert args[:2] == ["wheel", str(ROOT / "src" / "compiler")]
+    assert args[args.index("--bundle"):args.index("--bundle") + 2] == b and "--wheelhouse" not in args
 
     # a bundle the bundle step could not open: no build runs from anything else
     ctx.bundle = None

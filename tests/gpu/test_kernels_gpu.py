@@ -231,6 +231,8 @@ def test_torch_tensors_and_stream(
     [({}, 2048 * 3 + 1), ({}, 2048 * 3 + 1003),
      ({"whole_vectors": True}, 2048 * 3 + 4 * 37), ({"whole_vectors": True}, 2048 * 3 + 2044),
      ({"one_path": True}, 2048 * 3 + 4 * 37), ({"one_path": True}, 2048 * 3 + 2044)],
+    ids=lambda v: (f"n={v}" if isinstance(v, int) else
+                   "vadd_v8_flat" if v.get("one_path") else "vadd_v8_m4" if v.get("whole_vectors") else "vadd_v8"),
 )
 def test_the_bench_s_8_wide_vector_adds_with_a_partial_last_block(
     gpu_tilec: ModuleType, sm_target: str, settings: Any, buffers: Any, rng: np.random.Generator,

@@ -133,7 +133,7 @@ def inputs(kernel: str) -> dict[str, Any]:
 def tilec_launch(k: Any, kernel: str, t: dict[str, Any]) -> None:
     if kernel == "vadd":
         k[(N + 255) // 256, 256](t["a"], t["b"], t["out"], N)
-    elif kernel in ("vadd_v8", "vadd_v8_m4", "vadd_v8_flat"):
+    elif kernel.startswith("vadd_v8"):
         k[(N + 2047) // 2048, 256](t["a"], t["b"], t["out"], N)
     else:
         k[(N + 255) // 256, 256](t["x"], t["y"], SCALE, ITERS, N)

@@ -226,17 +226,19 @@ def test_torch_tensors_and_stream(
     assert torch.equal(out, a + b)
 
 
+# bench/tilec_kernels.py's 8-wide adds: vadd_vec's options for each
+VADD_V8 = {"vadd_v8": {}, "vadd_v8_m4": {"whole_vectors": True}, "vadd_v8_flat": {"one_path": True}}
+
+
 @pytest.mark.parametrize(
-    ("shape", "n"),
-    [({}, 2048 * 3 + 1), ({}, 2048 * 3 + 1003),
-     ({"whole_vectors": True}, 2048 * 3 + 4 * 37), ({"whole_vectors": True}, 2048 * 3 + 2044),
-     ({"one_path": True}, 2048 * 3 + 4 * 37), ({"one_path": True}, 2048 * 3 + 2044)],
-    ids=lambda v: (f"n={v}" if isinstance(v, int) else
-                   "vadd_v8_flat" if v.get("one_path") else "vadd_v8_m4" if v.get("whole_vectors") else "vadd_v8"),
+    ("name", "n"),
+    [("vadd_v8", 2048 * 3 + 1), ("vadd_v8", 2048 * 3 + 1003),
+     ("vadd_v8_m4", 2048 * 3 + 4 * 37), ("vadd_v8_m4", 2048 * 3 + 2044),
+     ("vadd_v8_flat", 2048 * 3 + 4 * 37), ("vadd_v8_flat", 2048 * 3 + 2044)],
 )
 def test_the_bench_s_8_wide_vector_adds_with_a_partial_last_block(
     gpu_tilec: ModuleType, sm_target: str, settings: Any, buffers: Any, rng: np.random.Generator,
-    shape: dict[str, bool], n: int,
+    name: str, n: int,
 ) -> None:
     """bench/tilec_kernels.py's vadd_v8, vadd_v8_m4 and vadd_v8_flat (n a multiple of 4 for both), timed against
     Triton, on sizes whose last block takes the tail (the bench's own size fills every block): every element,
@@ -246,7 +248,7 @@ def test_the_bench_s_8_wide_vector_adds_with_a_partial_last_block(
     a = rng.standard_normal(n, dtype=np.float32)
     b = rng.standard_normal(n, dtype=np.float32)
     da, db, dout = buffers(a), buffers(b), buffers(poisoned(n + 2048))
-    with gpu_tilec.compile(tilec_kernels.vadd_vec(gpu_tilec.ir, 2, **shape), target=sm_target,
+    with gpu_tilec.compile(tilec_kernels.vadd_vec(gpu_tilec.ir, 2, **VADD_V8[name]), target=sm_target,
                            settings=settings) as k:
         k[(n + 2047) // 2048, 256](da, db, dout, n)
         out = dout.download()

@@ -52,16 +52,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--target", default="sm_90")
     args = ap.parse_args()
-    import tilec
-    from tilec.backends.cuda import nvptxcompiler as N
     from tilec.backends.cuda.cubin import sections as cubin_sections
 
-    settings = tilec.Settings.from_env()
-    archive = N.find(settings)
-    if archive is None:
-        raise SystemExit(f"no nvPTXCompiler library found: {N.INSTALL}")
-    library = N.library(archive, *N.describe(archive))
-    shim = N.load(library, settings, None)
+    library, shim = lib.nvptxcompiler_shim()
     res: dict[str, Any] = {"bench": "tilec-assembler-floor", "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores", "target": args.target,
                            "nvptxcompiler": library.version, "reps": args.reps, "kernels": {}}
     print(f"nvPTXCompiler {library.version}, {args.target}, fastest / median of {args.reps} (ms)")

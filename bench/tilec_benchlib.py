@@ -163,6 +163,20 @@ def loaded_nvjitlink() -> dict[str, Any]:
     return out
 
 
+def nvptxcompiler_shim() -> tuple[Any, Any]:
+    """(library, shim): the nvPTXCompiler library tilec's `assembler="nvptxcompiler"` finds, and tilec's own shim
+    of it loaded in this process, to assemble PTX as tilec does. SystemExit where there is none."""
+    import tilec
+    from tilec.backends.cuda import nvptxcompiler as N
+
+    settings = tilec.Settings.from_env()
+    archive = N.find(settings)
+    if archive is None:
+        raise SystemExit(f"no nvPTXCompiler library found: {N.INSTALL}")
+    library = N.library(archive, *N.describe(archive))
+    return library, N.load(library, settings, None)
+
+
 def sm_target() -> str:
     """tilec's target for device 0 (sm_90 on Hopper)."""
     import torch

@@ -16,6 +16,10 @@ by whole vectors as Triton's masks them, and vadd_v8_flat, the same in one path 
 Prints per kernel the median of the pairs' ratios with its quartiles, and each side's median; writes
 OUT/bench-cold-pairs.json.
 
+Each pair also times, third, tilec's in-process assembler (nvPTXCompiler, where it is the default) on Triton's
+own PTX of the twin with Triton's ptxas options: the assembly alone of the same kernel, however its PTX was made.
+Its ratio to Triton's whole compile is a floor under any compiler that assembles with that library.
+
 --no-gpu: neither compiler needs a device to compile, so the pairs run on any machine with tilec and Triton
 (no torch): Triton compiles each twin as its JIT does for the bench's sizes (`device_free_twins`; the gpu tier
 checks that the two compiles hash the same), for --target (default sm_90). The ratios are that machine's.
@@ -24,9 +28,11 @@ checks that the two compiles hash the same), for --target (default sm_90). The r
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +81,32 @@ def device_free_twins(target: str) -> dict[str, tuple[Any, Any, Any]]:
     return twins
 
 
+# Triton's ptxas options for a kernel without its debug knobs (triton/backends/nvidia/compiler.py, make_cubin),
+# less the output file; --gpu-name is read from the PTX
+TRITON_PTXAS_OPTIONS = ("-lineinfo", "-v")
+
+
+def triton_ptx_in_process(shim: Any, kernel: Any) -> Callable[[], float]:
+    """A timer of one assembly of Triton's `kernel`'s own PTX through tilec's shim of nvPTXCompiler, with
+    Triton's options; SystemExit if the library refuses it."""
+    ptx = str(kernel.asm["ptx"])
+    arch = re.search(r"^\.target\s+(\w+)", ptx, re.MULTILINE)
+    if arch is None:
+        raise SystemExit("Triton's PTX names no .target")
+    options = [*TRITON_PTXAS_OPTIONS, f"--gpu-name={arch.group(1)}"]
+    data = ptx.encode()
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        rc, _cubin, _info, error = shim.compile(data, options)
+        took = time.perf_counter() - t0
+        if rc != 0:
+            raise SystemExit(f"nvPTXCompiler refused Triton's PTX ({rc}): {error.strip()}")
+        return took
+
+    return once
+
+
 def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]] | None = None) -> dict[str, Any]:
     """`n` pairs per kernel. `twins`: each Triton twin's (src, target, options) where this process has compiled it
     already (its JIT would not compile it again to show them), or `device_free_twins`; else they are taken from a
@@ -90,12 +122,14 @@ def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]
     knobs.compilation.always_compile = True
     try:
         # Triton's one-time initialisation, out of the numbers (each kernel's first pair is not a sample either)
-        for src, tgt, options in twins.values():
-            triton.compile(src, target=tgt, options=options)
+        compiled = {tw: triton.compile(src, target=tgt, options=options) for tw, (src, tgt, options) in twins.items()}
+        shim = lib.nvptxcompiler_shim()[1] if out["default_assembler"] == "nvptxcompiler" else None
         for name in TILEC_KERNELS:
             src, tgt, options = twins[TRITON_TWIN[name]]
             tl_s: list[float] = []
             tr_s: list[float] = []
+            in_process = None if shim is None else triton_ptx_in_process(shim, compiled[TRITON_TWIN[name]])
+            ip_s: list[float] = []
 
             def one_tilec(i: int, _name: str = name, _out: list[float] = tl_s) -> None:
                 t0 = time.perf_counter()
@@ -119,8 +153,13 @@ def pairs(n: int, target: str, work: Path, twins: dict[str, tuple[Any, Any, Any]
                 else:
                     one_tilec(i)
                     one_triton()
+                if in_process is not None:
+                    ip_s.append(in_process())
             ratio = [a / b for a, b in zip(tl_s, tr_s, strict=True)]
             out["kernels"][name] = {"triton_twin": TRITON_TWIN[name], "tilec_s": tl_s, "triton_s": tr_s, "ratio": ratio}
+            if in_process is not None:
+                out["kernels"][name]["triton_ptx_in_process_s"] = ip_s
+                out["kernels"][name]["triton_ptx_in_process_ratio"] = [a / b for a, b in zip(ip_s, tr_s, strict=True)]
     finally:
         knobs.compilation.always_compile = False
     return out
@@ -148,9 +187,15 @@ def main() -> int:
     for name, r in res["kernels"].items():
         q1, med, q3 = quartiles(r["ratio"])
         r["ratio_quartiles"] = [q1, med, q3]
+        floor: list[Any] = ["-", "-"]
+        if "triton_ptx_in_process_s" in r:
+            f1, fmed, f3 = quartiles(r["triton_ptx_in_process_ratio"])
+            r["triton_ptx_in_process_ratio_quartiles"] = [f1, fmed, f3]
+            floor = [statistics.median(r["triton_ptx_in_process_s"]) * 1e3, f"{fmed:.3f} ({f1:.3f}-{f3:.3f})"]
         rows.append([f"{name} (Triton's {r['triton_twin']})", statistics.median(r["tilec_s"]) * 1e3,
-                     statistics.median(r["triton_s"]) * 1e3, med, f"{q1:.3f}-{q3:.3f}", *goal(name, med)])
-    print(lib.table(["kernel", "tilec", "Triton", "ratio (median of pairs)", "quartiles", "goal", "verdict"], rows))
+                     statistics.median(r["triton_s"]) * 1e3, med, f"{q1:.3f}-{q3:.3f}", *goal(name, med), *floor])
+    print(lib.table(["kernel", "tilec", "Triton", "ratio (median of pairs)", "quartiles", "goal", "verdict",
+                     "Triton's PTX in process", "its ratio (quartiles)"], rows))
     lib.save(args.out, "bench-cold-pairs.json", res)
     return 0
 

@@ -967,6 +967,13 @@ def ratios(res: dict[str, Any]) -> list[list[Any]]:
                 rows.append([f"cold IR->cubin {tk} in pairs with Triton's {paired['triton_twin']}: the median of "
                              f"{len(paired['ratio'])} pairs' ratios (ms)", statistics.median(paired["tilec_s"]) * 1e3,
                              statistics.median(paired["triton_s"]) * 1e3, r, *goal(tk, r)])
+                if paired.get("triton_ptx_in_process_s"):
+                    # The same twin's own PTX through tilec's in-process assembler, third in each pair: the
+                    # assembly alone of that kernel, under any compiler that assembles with this library.
+                    f = statistics.median(paired["triton_ptx_in_process_ratio"])
+                    rows.append([f"floor: Triton's own PTX of {paired['triton_twin']}, assembled in process, in the "
+                                 f"same pairs (ms)", statistics.median(paired["triton_ptx_in_process_s"]) * 1e3,
+                                 statistics.median(paired["triton_s"]) * 1e3, f, "(context)", "-"])
             else:
                 rows.append([label, a * 1e3, b * 1e3, a / b, *goal(tk, a / b)])
             stage = cold_t[tk].get("stages_s", {}).get("cubin")

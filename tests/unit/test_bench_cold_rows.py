@@ -43,3 +43,16 @@ def test_a_kernel_outside_the_goal_is_context() -> None:
     rows = ratios(res)
     assert not goal_rows(rows)
     assert [r[4:] for r in rows if r[0].startswith("cold IR->cubin vadd_v8_m4, default")] == [["(context)", "-"]]
+
+
+def test_the_floor_of_tritons_own_ptx_in_process_is_a_context_row() -> None:
+    res = cold(30.0, 60.0)
+    res["cold_pairs"] = {"kernels": {"vadd": {"triton_twin": "vadd", "tilec_s": [0.018, 0.02, 0.03],
+                                              "triton_s": [0.06, 0.0667, 0.05], "ratio": [0.3, 0.2999, 0.6],
+                                              "triton_ptx_in_process_s": [0.012, 0.02, 0.015],
+                                              "triton_ptx_in_process_ratio": [0.2, 0.3, 0.3]}}}
+    rows = ratios(res)
+    [floor] = [r for r in rows if r[0].startswith("floor: Triton's own PTX")]
+    assert floor[1:] == [15.0, 60.0, 0.3, "(context)", "-"]
+    # the judged row stays the pairs' own ratio
+    assert [r[3] for r in goal_rows(rows)] == [0.3]

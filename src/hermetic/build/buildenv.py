@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import EnvironmentError_, SourceError
 from hermetic.core.log import null_log
-from hermetic.core.staging import staged_dir, write_file
+from hermetic.core.staging import fill_lock, staged_dir, write_file
 from hermetic.model.record import scan_tree, tree_digest
 from hermetic.model.requirements import load_requirements, require_wheelhouse
 
@@ -142,7 +142,9 @@ def ensure(settings: Settings, log: Log = null_log) -> BuildTools:
         key = hashlib.sha256(json.dumps([sha, UNPACK_LAYOUT]).encode()).hexdigest()[:24]
         dest = settings.cache_dir / "buildtools" / f"{name}-{req.version}-{key}"
         if not _unpacked(dest, sha):
-            _unpack(wheel, name, req.version, sha, dest, log)
+            with fill_lock(dest, log):  # another hermetic process may be unpacking it too
+                if not _unpacked(dest, sha):
+                    _unpack(wheel, name, req.version, sha, dest, log)
         tools.append(Tool(name, req.version, wheel.name, sha, dest / "bin"))
     return BuildTools(tuple(tools))
 

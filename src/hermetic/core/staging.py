@@ -7,6 +7,7 @@ directory and leaves whatever was at the final place before; a full disk is a cl
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
@@ -41,6 +42,41 @@ def staged_dir(dest: Path, replace: Callable[[Path, Path], None] = _replace) -> 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def fill_lock(dest: Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Held while this process fills `dest`, a place in a cache that other hermetic processes may fill too.
+
+    Two processes that both find `dest` missing would otherwise both fill it, and the second's rename would
+    remove the first's tree while a build runs from it. With the lock the second waits, then (callers check
+    `dest` again inside) finds it filled and uses it. The lock is a file beside `dest`, removed by its holder
+    before it lets go: a waiter that then holds a removed file's lock tries again, so nothing is left in the
+    cache. It is only taken for a fill, so a cache that is complete may be read-only.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    path = dest.parent / f".{dest.name}.lock"
+    waited = False
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if log is not None and not waited:
+                log(f"waiting for another hermetic process that is filling {dest}")
+            waited = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break  # the lock file that is there now: this process holds it
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it on the way out: take the one there now
+    try:
+        yield
+    finally:
+        os.unlink(path)
+        os.close(fd)
 
 
 def write_file(tmp: Path, rel: str, src: IO[bytes], executable: bool) -> None:

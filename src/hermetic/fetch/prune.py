@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, VerifyError, disk_full
 from hermetic.core.log import null_log
+from hermetic.core.staging import fill_lock
 from hermetic.fetch.cache import cached_file, open_verified
 from hermetic.model import record
 
@@ -222,6 +223,15 @@ def ensure_pruned(cache_dir: Path, rec: Recipe, src: Source, variant: Variant, l
     """The pruned archive for the variant, from the cache or written now; returns its description."""
     dest = pruned_path(cache_dir, rec, src.archive, variant)
     meta_path = dest.with_name("pruned.json")
+    found = _pruned_in_cache(dest, meta_path, log)
+    if found is not None:
+        return found
+    with fill_lock(dest, log):  # another hermetic process may be pruning the same archive
+        found = _pruned_in_cache(dest, meta_path, log)
+        return found if found is not None else _prune_and_describe(src, rec, variant, dest, meta_path, log)
+
+
+def _pruned_in_cache(dest: Path, meta_path: Path, log: Log) -> dict[str, Any] | None:
     if dest.is_file() and meta_path.is_file():
         meta = pruned_meta(meta_path)
         if cached_file(dest, meta["sha256"], log) is not None:
@@ -229,8 +239,12 @@ def ensure_pruned(cache_dir: Path, rec: Recipe, src: Source, variant: Variant, l
             # the file just verified: pruned.json names where it was written, and a cache copied or reached
             # elsewhere (another user's copy, a mount) would send the build to that path
             return meta | {"path": str(dest)}
+    return None
+
+
+def _prune_and_describe(src: Source, rec: Recipe, variant: Variant, dest: Path, meta_path: Path, log: Log) -> dict[str, Any]:
     prune(src, rec, variant, dest, log)
-    meta = {
+    meta: dict[str, Any] = {
         "file": dest.name,
         "path": str(dest),
         "sha256": file_sha256(dest),

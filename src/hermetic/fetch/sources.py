@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from hermetic.core.errors import SourceError, SubprocessFailed, disk_full
 from hermetic.core.log import null_log
+from hermetic.core.staging import fill_lock
 from hermetic.fetch.cache import _origin_file, _quiet, admit_file, check_cached_file, download, download_verified
 
 if TYPE_CHECKING:
@@ -177,6 +178,14 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
     if not entries.strip():
         log("fetch: no Debian apt sources found on this machine; skipping apt")
         return None
+    # apt-get takes a lock of its own on the lists and fails at once when another holds it: hermetic
+    # processes sharing this cache take turns instead.
+    with fill_lock(lists, log):
+        return _apt_fetch(cache_dir, debian, entries, apt_dir, log)
+
+
+def _apt_fetch(cache_dir: Path, debian: list[Archive], entries: str, apt_dir: Path, log: Log) -> CachedArchive | None:
+    lists, parts = apt_dir / "lists", apt_dir / "sources.list.d"
     (parts / "hermetic-deb-src.sources").write_text(entries)
     # A private apt configuration: the machine's own sources turned into deb-src,
     # with lists kept in hermetic's cache so the system's apt state is not touched.

@@ -37,7 +37,7 @@ from hermetic.core.digests import file_sha256
 from hermetic.core.errors import SourceError, UsageError, disk_full
 from hermetic.core.log import null_log
 from hermetic.core.platforms import ARCHES
-from hermetic.core.staging import staged_dir, write_file
+from hermetic.core.staging import fill_lock, staged_dir, write_file
 from hermetic.fetch.cache import admit_file, cached_file
 from hermetic.model.record import scan_tree, tree_digest
 from hermetic.model.toolchains import UNPACK_LAYOUT, slim_name
@@ -266,13 +266,21 @@ def unpacked(cache_dir: Path, tc: Toolchain) -> Path | None:
     return d if mark.get("tree") == _unpacked_digest(d) else None
 
 
-def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Callable[[Path], int]) -> Path:
+def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Callable[[Path], int], log: Log) -> Path:
     """Fill a temp dir beside the unpacked tree's place, mark it, and rename it there atomically.
 
     Wheel and slim archive both come through here, so their trees and markers are alike; the
-    marker's `from` says which file it was.
+    marker's `from` says which file it was. One process at a time fills it (`fill_lock`).
     """
     dest = unpacked_dir(cache_dir, tc)
+    with fill_lock(dest, log):
+        if unpacked(cache_dir, tc):  # another process unpacked it while this one waited
+            return dest
+        _fill_marked(dest, tc, origin, fill)
+    return dest
+
+
+def _fill_marked(dest: Path, tc: Toolchain, origin: dict[str, str], fill: Callable[[Path], int]) -> None:
     with staged_dir(dest) as tmp:
         entries = fill(tmp)
         if not (tmp / "zig").is_file():
@@ -285,7 +293,6 @@ def _install(cache_dir: Path, tc: Toolchain, origin: dict[str, str], fill: Calla
         mark = {"sha256": tc.sha256, "file": tc.file, "entries": entries, "tree": _unpacked_digest(tmp),
                 "from": origin}
         (tmp / _MARK).write_text(json.dumps(mark) + "\n")
-    return dest
 
 
 def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> Path:
@@ -305,7 +312,7 @@ def unpack(cache_dir: Path, tc: Toolchain, wheel: Path, log: Log = null_log) -> 
                     write_file(tmp, m.rel, src, m.executable)
         return len(members)
 
-    return _install(cache_dir, tc, {"file": tc.file, "sha256": tc.sha256}, fill)
+    return _install(cache_dir, tc, {"file": tc.file, "sha256": tc.sha256}, fill, log)
 
 
 def _tar_kind(info: tarfile.TarInfo) -> str:
@@ -395,7 +402,7 @@ def unpack_slim(cache_dir: Path, tc: Toolchain, archive: Path, log: Log = null_l
     log(f"toolchain: unpacking {slim.file}")
     root = f"{tc.name}-{tc.version}"
     return _install(cache_dir, tc, {"file": slim.file, "sha256": slim.sha256},
-                    lambda tmp: _fill_from_slim(archive, root, tmp))
+                    lambda tmp: _fill_from_slim(archive, root, tmp), log)
 
 
 def ensure(

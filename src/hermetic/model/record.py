@@ -148,7 +148,7 @@ def normalize_tree(root: Path, epoch: int) -> None:
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Atomic write: a reader never sees half a record."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two processes writing the same file never share one
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 

@@ -179,9 +179,9 @@ def _from_apt(cache_dir: Path, recipe: Recipe, log: Log, etc_apt: Path = Path("/
         log("fetch: no Debian apt sources found on this machine; skipping apt")
         return None
     # apt-get takes a lock of its own on the lists and fails at once when another holds it: hermetic
-    # processes sharing this cache take turns instead.
+    # processes sharing this cache take turns instead, and one that waited may find the archive fetched.
     with fill_lock(lists, log):
-        return _apt_fetch(cache_dir, debian, entries, apt_dir, log)
+        return cached(cache_dir, recipe) or _apt_fetch(cache_dir, debian, entries, apt_dir, log)
 
 
 def _apt_fetch(cache_dir: Path, debian: list[Archive], entries: str, apt_dir: Path, log: Log) -> CachedArchive | None:

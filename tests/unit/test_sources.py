@@ -368,3 +368,64 @@ def test_disk_full_in_apt_source_names_the_path(
     assert rec.archives[0].file in exc.value.what
     assert [p for p in (cache / "apt").iterdir() if p.name.startswith("tmp")] == []
     assert_nothing_cached(cache)
+
+
+def _fetch_with_apt(cache: Path, rec: recipe.Recipe, out: Path) -> None:
+    said: list[str] = []
+    got = sources.fetch(cache, rec, [], use_urls=False, use_apt=True, log=said.append)
+    out.write_text("\n".join([*said, str(got.path)]) + "\n")
+
+
+def test_two_processes_fetching_through_apt_take_turns(
+    fake: tuple[recipe.Recipe, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apt-get fails at once on its own lock when another apt-get holds the cache's lists: the second hermetic
+    process waits for the first (real processes, apt faked) and takes the archive the first cached."""
+    import multiprocessing
+    import os
+    import subprocess
+    import time
+
+    rec, path = fake
+    rec = replace(rec, archives=(replace(rec.archives[0], apt_source_package="llvm-toolchain-19"),))
+    calls, go = tmp_path / "apt-calls", tmp_path / "go"
+    monkeypatch.setattr(sources.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(sources, "_deb_src_entries", lambda etc: "Types: deb-src\nURIs: http://x.invalid/debian\n")
+
+    def apt_update(argv, what, cwd=None):  # type: ignore[no-untyped-def]
+        with open(calls, "a") as f:
+            f.write(f"{os.getpid()} update\n")
+        while not go.exists():  # the first fetch holds the lists until the test says so
+            time.sleep(0.02)
+
+    def apt_source(argv, cwd, **kw):  # type: ignore[no-untyped-def]
+        with open(calls, "a") as f:
+            f.write(f"{os.getpid()} source\n")
+        (Path(cwd) / rec.archives[0].file).write_bytes(path.read_bytes())
+        return subprocess.CompletedProcess(argv, 0, "")
+
+    monkeypatch.setattr(sources, "_run", apt_update)
+    monkeypatch.setattr(sources.subprocess, "run", apt_source)
+    cache = tmp_path / "cache"
+    ctx = multiprocessing.get_context("fork")
+    first = ctx.Process(target=_fetch_with_apt, args=(cache, rec, tmp_path / "first"))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not calls.exists():
+        assert time.monotonic() < deadline and first.is_alive(), "the first fetch never reached apt"
+        time.sleep(0.02)
+    second = ctx.Process(target=_fetch_with_apt, args=(cache, rec, tmp_path / "second"))
+    second.start()
+    time.sleep(1.0)
+    try:
+        assert second.is_alive(), "the second fetch did not wait"
+    finally:
+        go.touch()
+        first.join(30)
+        second.join(30)
+    assert (first.exitcode, second.exitcode) == (0, 0)
+    assert [line.split()[1] for line in calls.read_text().splitlines()] == ["update", "source"], "apt ran twice"
+    said = (tmp_path / "second").read_text()
+    assert f"waiting for another hermetic process that is filling {cache / 'apt' / 'lists'}" in said
+    assert said.splitlines()[-1] == str(sources.cache_path(cache, rec.archives[0]))
+    assert sorted(p.name for p in (cache / "apt").iterdir()) == ["lists", "sources.list.d"]

@@ -33,6 +33,43 @@ def golden() -> dict[str, Any]:
     return data
 
 
+# The session builds, by the process that makes them: .ci/run runs this tier on two processes with
+# `--dist loadgroup`, and every file that needs a build of a group goes to that group's process, so no build is
+# made twice (xdist starts each process's session fixtures anew). Two groups whose builds take about as long
+# keep both processes busy while each build's configure, packaging and tests leave a core idle. A file outside
+# them is a group of its own, so its module fixtures stay in one process too. A new session build belongs in
+# one of these sets; left out, it would be built once per process that needs it.
+BUILD_GROUPS = {
+    "zig-builds": {"zig_support_install", "arm64_support_install", "zig_probe_wheel", "compile_hosts"},
+    "host-build": {"host_verify", "support_install"},
+}
+
+
+def group_of_files(needs: dict[str, set[str]]) -> dict[str, str]:
+    """Each test file's group, from the fixtures its tests need (their whole closure). A file needing builds
+    of two groups is an error: its tests would make one group's builds in both processes."""
+    groups = {}
+    for path, names in needs.items():
+        hit = sorted(g for g, builds in BUILD_GROUPS.items() if names & builds)
+        if len(hit) > 1:
+            raise pytest.UsageError(f"{path} needs the session builds of {' and '.join(hit)}: split the file, or "
+                                    "move one build into the other group (tests/functional/conftest.py)")
+        groups[path] = hit[0] if hit else path
+    return groups
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks this tier's tests with their file's xdist group (used only under `--dist loadgroup`)."""
+    here = Path(__file__).resolve().parent
+    mine = [item for item in items if Path(str(item.path)).resolve().parent == here]
+    needs: dict[str, set[str]] = {}
+    for item in mine:
+        needs.setdefault(item.nodeid.split("::")[0], set()).update(getattr(item, "fixturenames", ()))
+    groups = group_of_files(needs)
+    for item in mine:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
+
+
 def _given(name: str) -> Path | None:
     value = os.environ.get(f"HERMETIC_TEST_{name}")
     return Path(value) if value else None
@@ -75,7 +112,7 @@ def zig_support_install(
     """record.json of `support` with the pinned zig toolchain, cold: the golden digest is its point. Its compiles
     go through a fresh file:// compile cache, whose misses (all of them) spread over `compile_hosts`: it is also
     the cold half of test_compile_cache_llvm.py's pair and the real build of test_distribute_llvm.py, and neither
-    may change a digest. About 4 minutes on 2 cores; the zig wheels, the second release and the warm build use it.
+    may change a digest. About 4 minutes on 2 cores; the zig wheels and the warm build use it.
     """
     given = _given("ZIG_SUPPORT")
     if given is not None:
@@ -91,6 +128,8 @@ def zig_support_install(
 def arm64_support_install(builds: SharedBuilds) -> Path:
     """record.json of `support` cross-built for arm64 with zig, its test_package run under qemu: about twice the
     CPU of the zig amd64 build (tablegen is built for this machine too). test_arch_arm64.py and the arm64 wheels."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the cross build is from x86_64: the pinned ziglang wheel is the x86_64 one")
     return _given("ARM64_SUPPORT") or builds.get(LLVM, "support", "zig", arch="arm64", label="arm64-support")
 
 
@@ -138,7 +177,8 @@ def host_verify(tmp_path_factory: pytest.TempPathFactory, source_cache: Path) ->
 
 @pytest.fixture(scope="session")
 def support_install(host_verify: dict[str, Any]) -> Path:
-    """record.json of the host `support` build: the rebuild `host_verify` kept (built from the whole release archive)."""
+    """record.json of the host `support` build: the rebuild `host_verify` kept (built from the whole release archive).
+    test_llvm_build.py checks it; test_llvm_second_release.py builds 22.1.8 beside it in its work dir."""
     path: Path = host_verify["record"]
     assert record.load_build_record(path).toolchain_ref.kind == "host"
     return path

@@ -33,14 +33,16 @@ def _no_network(argv: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def built(zig_support_install: Path, source_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """About 5 minutes on 2 cores: the bundle (a minute) and one cold build whose zig runtimes start from nothing."""
+def built(support_install: Path, source_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """About 5 minutes on 2 cores: the bundle (a minute) and one cold build whose zig runtimes start from nothing.
+    The default release beside it is the session's host build (`support_install`), so that this file runs in
+    the host build's process (conftest.BUILD_GROUPS) and the two long groups stay about even."""
     base = tmp_path_factory.mktemp("release-bundle")
     bundle = base / "bundle"
     made = hermetic("bundle", "--llvm-version", VERSION, "--variant", "support", "--toolchain", "zig",
                     "--cache", str(source_cache), "--work-dir", str(base / "w0"), "--output", str(bundle))
-    work = zig_support_install.parents[2]  # <work>/llvm/support/record.json: the same work dir
-    before = zig_support_install.read_bytes()
+    work = support_install.parents[2]  # <work>/llvm/support/record.json: the same work dir
+    before = support_install.read_bytes()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMETIC_")}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     empty = base / "empty-cache"  # the bundle's inputs go to a cache of their own; this one must stay empty
@@ -50,7 +52,7 @@ def built(zig_support_install: Path, source_cache: Path, tmp_path_factory: pytes
     proc = subprocess.run(_no_network(argv), cwd=base, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     rec = json.loads((work / "llvm" / f"support-{VERSION}" / "record.json").read_text())
-    return {"record": rec, "default_untouched": zig_support_install.read_bytes() == before, "made": made.stdout,
+    return {"record": rec, "default_untouched": support_install.read_bytes() == before, "made": made.stdout,
             "plan": proc.stderr, "empty": empty}
 
 

@@ -1,0 +1,93 @@
+"""The functional tier's grouping for two processes (.ci/run: `-n 2 --dist loadgroup`): each session build is
+made in one process only. Checked on the real collection of tests/functional (collecting runs no fixture)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from helpers import ROOT
+
+FUNCTIONAL = ROOT / "tests" / "functional"
+# Session fixtures of the functional conftest that build nothing: any process may make its own.
+CHEAP = {"golden", "wheel_cache"}
+
+PROBE = '''
+import json, os
+from pathlib import Path
+
+def pytest_collection_finish(session):
+    out = []
+    for item in session.items:
+        marks = [m.args[0] for m in item.iter_markers("xdist_group")]
+        defs = []
+        for name, fdefs in item._fixtureinfo.name2fixturedefs.items():
+            for d in fdefs:
+                defs.append([name, d.scope, str(Path(d.func.__code__.co_filename).resolve())])
+        out.append({"file": item.nodeid.split("::")[0], "groups": marks, "fixtures": defs})
+    Path(os.environ["GROUPS_OUT"]).write_text(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    d = tmp_path_factory.mktemp("groups")
+    (d / "groups_probe.py").write_text(PROBE)
+    out = d / "items.json"
+    env = {"PYTHONPATH": f"{d}:{ROOT / 'src'}", "GROUPS_OUT": str(out), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(FUNCTIONAL), "-m", "functional", "--collect-only",
+                           "-q", "-p", "groups_probe", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    items: list[dict[str, Any]] = json.loads(out.read_text())
+    return items
+
+
+def _group_of(collected: list[dict[str, Any]]) -> dict[str, str]:
+    files: dict[str, set[str]] = {}
+    for item in collected:
+        files.setdefault(item["file"], set()).update(item["groups"])
+    assert all(len(g) == 1 for g in files.values()), {f: g for f, g in files.items() if len(g) != 1}
+    return {f: next(iter(g)) for f, g in files.items()}
+
+
+def test_every_file_has_one_group_and_the_long_builds_are_split(collected: list[dict[str, Any]]) -> None:
+    groups = _group_of(collected)
+    assert len(groups) > 10, groups
+    zig = {f for f, g in groups.items() if g == "zig-builds"}
+    host = {f for f, g in groups.items() if g == "host-build"}
+    assert {"tests/functional/test_arch_arm64.py", "tests/functional/test_wheel_arm64.py",
+            "tests/functional/test_compile_cache_llvm.py"} <= zig
+    assert {"tests/functional/test_verify_llvm.py", "tests/functional/test_llvm_second_release.py"} <= host
+    others = {f: g for f, g in groups.items() if f not in zig | host}
+    assert all(f == g for f, g in others.items()), others  # a file with no session build is a group of its own
+
+
+def test_no_session_build_is_needed_by_two_groups(collected: list[dict[str, Any]]) -> None:
+    """A session fixture of the functional conftest that files of two groups need would be made in both
+    processes: only the ones that build nothing may be."""
+    groups = _group_of(collected)
+    conftest = str((FUNCTIONAL / "conftest.py").resolve())
+    users: dict[str, set[str]] = {}
+    for item in collected:
+        for name, scope, where in item["fixtures"]:
+            if scope == "session" and where == conftest:
+                users.setdefault(name, set()).add(groups[item["file"]])
+    shared = {name: sorted(g) for name, g in users.items() if len(g) > 1 and name not in CHEAP}
+    assert not shared, f"session fixtures needed in two processes (add them to BUILD_GROUPS): {shared}"
+
+
+def test_a_file_needing_two_groups_builds_is_refused() -> None:
+    spec = importlib.util.spec_from_file_location("_functional_conftest", FUNCTIONAL / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    functional_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(functional_conftest)
+    with pytest.raises(pytest.UsageError, match="host-build and zig-builds"):
+        functional_conftest.group_of_files({"t.py": {"host_verify", "arm64_support_install"}})
+    assert functional_conftest.group_of_files({"a.py": {"golden"}, "b.py": {"zig_probe_wheel"}}) == {
+        "a.py": "a.py", "b.py": "zig-builds"}

@@ -58,6 +58,7 @@ def group_of_files(needs: dict[str, set[str]]) -> dict[str, str]:
     return groups
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the tests' ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks this tier's tests with their file's xdist group (used only under `--dist loadgroup`)."""
     here = Path(__file__).resolve().parent

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,18 @@ def pytest_collection_finish(session):
                 defs.append([name, d.scope, str(Path(d.func.__code__.co_filename).resolve())])
         out.append({"file": item.nodeid.split("::")[0], "groups": marks, "fixtures": defs})
     Path(os.environ["GROUPS_OUT"]).write_text(json.dumps(out))
+'''
+
+# Under xdist, each process writes which tests it was given and runs none (no fixture, no build).
+SCHEDULE_PROBE = '''
+import os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    with open(os.environ["SCHEDULE_OUT"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + item.nodeid + "\\n")
+    return True
 '''
 
 
@@ -80,6 +93,26 @@ def test_no_session_build_is_needed_by_two_groups(collected: list[dict[str, Any]
                 users.setdefault(name, set()).add(groups[item["file"]])
     shared = {name: sorted(g) for name, g in users.items() if len(g) > 1 and name not in CHEAP}
     assert not shared, f"session fixtures needed in two processes (add them to BUILD_GROUPS): {shared}"
+
+
+def test_under_loadgroup_each_group_runs_in_one_process(tmp_path: Path) -> None:
+    """.ci/run's own options, the tests given out but not run: xdist must see the groups (it reads them in
+    its own collection hook, so ours must come first) and give each group's tests to one process."""
+    (tmp_path / "schedule_probe.py").write_text(SCHEDULE_PROBE)
+    out = tmp_path / "schedule.txt"
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT / 'src'}", "SCHEDULE_OUT": str(out), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(FUNCTIONAL), "-m", "functional", "-n", "2", "--dist",
+                           "loadgroup", "-p", "no:benchmark", "-p", "schedule_probe", "-p", "no:cacheprovider",
+                           "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 5), proc.stdout[-3000:] + proc.stderr[-3000:]
+    workers: dict[str, set[str]] = {}
+    for line in out.read_text().splitlines():
+        worker, nodeid = line.split(" ", 1)
+        assert "@" in nodeid, f"xdist saw no group on {nodeid}"
+        workers.setdefault(nodeid.rsplit("@", 1)[1], set()).add(worker)
+    assert {"zig-builds", "host-build"} <= set(workers), workers
+    assert all(len(w) == 1 for w in workers.values()), workers
+    assert workers["zig-builds"] != workers["host-build"], workers
 
 
 def test_a_file_needing_two_groups_builds_is_refused() -> None:

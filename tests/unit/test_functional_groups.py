@@ -31,7 +31,7 @@ def pytest_collection_finish(session):
             for d in fdefs:
                 defs.append([name, d.scope, str(Path(d.func.__code__.co_filename).resolve())])
         out.append({"file": item.nodeid.split("::")[0], "groups": marks, "fixtures": defs})
-    Path(os.environ["GROUPS_OUT"]).write_text(json.dumps(out))
+    Path(os.environ["PROBE_OUT"]).write_text(json.dumps(out))
 '''
 
 # Under xdist, each process writes which tests it was given and runs none (no fixture, no build).
@@ -41,23 +41,27 @@ import pytest
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    with open(os.environ["SCHEDULE_OUT"], "a") as f:
+    with open(os.environ["PROBE_OUT"], "a") as f:
         f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + item.nodeid + "\\n")
     return True
 '''
 
 
+def _pytest_functional(d: Path, probe: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """pytest on the functional tier with `probe` as a plugin, which writes what it sees to d/out."""
+    (d / "tier_probe.py").write_text(probe)
+    env = {"PYTHONPATH": f"{d}:{ROOT / 'src'}", "PROBE_OUT": str(d / "out"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "pytest", str(FUNCTIONAL), "-m", "functional", "-q", "-p",
+                           "tier_probe", "-p", "no:cacheprovider", *options], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     d = tmp_path_factory.mktemp("groups")
-    (d / "groups_probe.py").write_text(PROBE)
-    out = d / "items.json"
-    env = {"PYTHONPATH": f"{d}:{ROOT / 'src'}", "GROUPS_OUT": str(out), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(FUNCTIONAL), "-m", "functional", "--collect-only",
-                           "-q", "-p", "groups_probe", "-p", "no:cacheprovider"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = _pytest_functional(d, PROBE, "--collect-only")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    items: list[dict[str, Any]] = json.loads(out.read_text())
+    items: list[dict[str, Any]] = json.loads((d / "out").read_text())
     return items
 
 
@@ -98,15 +102,10 @@ def test_no_session_build_is_needed_by_two_groups(collected: list[dict[str, Any]
 def test_under_loadgroup_each_group_runs_in_one_process(tmp_path: Path) -> None:
     """.ci/run's own options, the tests given out but not run: xdist must see the groups (it reads them in
     its own collection hook, so ours must come first) and give each group's tests to one process."""
-    (tmp_path / "schedule_probe.py").write_text(SCHEDULE_PROBE)
-    out = tmp_path / "schedule.txt"
-    env = {"PYTHONPATH": f"{tmp_path}:{ROOT / 'src'}", "SCHEDULE_OUT": str(out), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(FUNCTIONAL), "-m", "functional", "-n", "2", "--dist",
-                           "loadgroup", "-p", "no:benchmark", "-p", "schedule_probe", "-p", "no:cacheprovider",
-                           "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = _pytest_functional(tmp_path, SCHEDULE_PROBE, "-n", "2", "--dist", "loadgroup", "-p", "no:benchmark")
     assert proc.returncode in (0, 5), proc.stdout[-3000:] + proc.stderr[-3000:]
     workers: dict[str, set[str]] = {}
-    for line in out.read_text().splitlines():
+    for line in (tmp_path / "out").read_text().splitlines():
         worker, nodeid = line.split(" ", 1)
         assert "@" in nodeid, f"xdist saw no group on {nodeid}"
         workers.setdefault(nodeid.rsplit("@", 1)[1], set()).add(worker)

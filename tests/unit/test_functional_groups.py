@@ -103,7 +103,8 @@ def test_under_loadgroup_each_group_runs_in_one_process(tmp_path: Path) -> None:
     """.ci/run's own options, the tests given out but not run: xdist must see the groups (it reads them in
     its own collection hook, so ours must come first) and give each group's tests to one process."""
     proc = _pytest_functional(tmp_path, SCHEDULE_PROBE, "-n", "2", "--dist", "loadgroup", "-p", "no:benchmark")
-    assert proc.returncode in (0, 5), proc.stdout[-3000:] + proc.stderr[-3000:]
+    # 0: the tests were collected and given out (the probe runs none); 5, nothing collected, is a failure here
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     workers: dict[str, set[str]] = {}
     for line in (tmp_path / "out").read_text().splitlines():
         worker, nodeid = line.split(" ", 1)
